@@ -1,0 +1,248 @@
+// lowbit-bench: times lowbit's kernels beside baselines measured in the same run (memory bandwidth,
+// Eigen fp32, scalar references) and prints one table of medians and ratios. See --help.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <Eigen/Core>
+#include <lowbit/lowbit.hpp>
+
+#include "harness.hpp"
+
+namespace lowbit::bench {
+
+void keep(const void* pointer) {
+    // An opaque use: the compiler must assume the memory behind `pointer` is read.
+    asm volatile("" : : "g"(pointer) : "memory");
+}
+
+namespace {
+
+struct Measurement {
+    const Case* spec = nullptr;
+    int repeats = 0;
+    double median_s = 0;
+    double low_s = 0;   ///< 10th percentile
+    double high_s = 0;  ///< 90th percentile
+};
+
+double percentile(std::vector<double> sorted, double fraction) {
+    const double position = fraction * static_cast<double>(sorted.size() - 1);
+    const auto below = static_cast<std::size_t>(position);
+    const std::size_t above = std::min(below + 1, sorted.size() - 1);
+    const double weight = position - static_cast<double>(below);
+    return sorted[below] * (1 - weight) + sorted[above] * weight;
+}
+
+void set_threads(int threads) {
+    lowbit::set_num_threads(threads);
+    Eigen::setNbThreads(threads);
+}
+
+Measurement measure(const Case& spec, const Options& options) {
+    using clock = std::chrono::steady_clock;
+    set_threads(spec.threads);
+    Runner run = spec.prepare();
+    run();  // warm-up: page faults, caches, thread start-up
+    const double budget_s = options.quick ? 0.15 : 0.6;
+    const int min_repeats = options.quick ? 3 : 7;
+    const int max_repeats = 500;
+    std::vector<double> seconds;
+    const auto started = clock::now();
+    while (static_cast<int>(seconds.size()) < max_repeats) {
+        const auto begin = clock::now();
+        run();
+        const auto end = clock::now();
+        seconds.push_back(std::chrono::duration<double>(end - begin).count());
+        const double elapsed = std::chrono::duration<double>(end - started).count();
+        if (static_cast<int>(seconds.size()) >= min_repeats && elapsed >= budget_s) break;
+    }
+    std::sort(seconds.begin(), seconds.end());
+    Measurement result;
+    result.spec = &spec;
+    result.repeats = static_cast<int>(seconds.size());
+    result.median_s = percentile(seconds, 0.5);
+    result.low_s = percentile(seconds, 0.1);
+    result.high_s = percentile(seconds, 0.9);
+    return result;
+}
+
+std::string format_time(double seconds) {
+    char text[32];
+    if (seconds >= 1) std::snprintf(text, sizeof text, "%.3f s", seconds);
+    else if (seconds >= 1e-3) std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
+    else std::snprintf(text, sizeof text, "%.2f us", seconds * 1e6);
+    return text;
+}
+
+struct Row {
+    Measurement measurement;
+    double gbps = 0, gflops = 0, ratio = 0, bandwidth_fraction = 0;
+};
+
+std::string key(const std::string& name, const std::string& shape, int threads) {
+    return name + "|" + shape + "|" + std::to_string(threads);
+}
+
+void print_header() {
+    std::printf("%-34s %-22s %3s %11s %7s %9s %9s %8s %-26s %7s\n", "case", "shape", "thr", "median",
+                "spread", "GB/s", "GFLOP/s", "ratio", "ratio against", "of BW");
+}
+
+void print_row(const Row& row) {
+    const Case& spec = *row.measurement.spec;
+    const double spread = (row.measurement.high_s - row.measurement.low_s) / row.measurement.median_s;
+    char gbps[16] = "-", gflops[16] = "-", ratio[16] = "-", fraction[16] = "-";
+    if (row.gbps > 0) std::snprintf(gbps, sizeof gbps, "%.1f", row.gbps);
+    if (row.gflops > 0) std::snprintf(gflops, sizeof gflops, "%.1f", row.gflops);
+    if (row.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio);
+    if (row.bandwidth_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f", row.bandwidth_fraction);
+    std::printf("%-34s %-22s %3d %11s %6.0f%% %9s %9s %8s %-26s %7s\n", spec.name.c_str(), spec.shape.c_str(),
+                spec.threads, format_time(row.measurement.median_s).c_str(), 100 * spread, gbps, gflops, ratio,
+                row.ratio > 0 ? spec.baseline.c_str() : "", fraction);
+    std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const std::vector<Row>& rows, const Options& options) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("lowbit-bench: cannot write " + path);
+    auto quoted = [](const std::string& text) { return "\"" + text + "\""; };
+    out << "{\n  \"lowbit_version\": \"" << LOWBIT_VERSION_MAJOR << '.' << LOWBIT_VERSION_MINOR << '.'
+        << LOWBIT_VERSION_PATCH << "\",\n  \"quick\": " << (options.quick ? "true" : "false")
+        << ",\n  \"statistic\": \"median over repeats after one warm-up; low/high are the 10th/90th percentiles\","
+        << "\n  \"cases\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Row& row = rows[i];
+        const Case& spec = *row.measurement.spec;
+        out << "    {\"name\": " << quoted(spec.name) << ", \"shape\": " << quoted(spec.shape)
+            << ", \"threads\": " << spec.threads << ", \"repeats\": " << row.measurement.repeats
+            << ", \"median_s\": " << row.measurement.median_s << ", \"low_s\": " << row.measurement.low_s
+            << ", \"high_s\": " << row.measurement.high_s << ", \"gb_per_s\": " << row.gbps
+            << ", \"gflop_per_s\": " << row.gflops << ", \"baseline\": " << quoted(spec.baseline)
+            << ", \"ratio_to_baseline\": " << row.ratio << ", \"bandwidth_of\": " << quoted(spec.bandwidth_of)
+            << ", \"fraction_of_bandwidth\": " << row.bandwidth_fraction << "}"
+            << (i + 1 < rows.size() ? ",\n" : "\n");
+    }
+    out << "  ]\n}\n";
+}
+
+void print_usage() {
+    std::printf(
+        "usage: lowbit-bench [--threads N] [--quick] [--filter PATTERN] [--json FILE]\n"
+        "  --threads N       run threaded cases at 1 and N threads (default: all hardware threads)\n"
+        "  --quick           fewer repeats, largest shapes skipped (under a minute)\n"
+        "  --filter PATTERN  only cases whose \"name shape\" contains PATTERN (baselines they need run too)\n"
+        "  --json FILE       also write the figures as JSON\n");
+}
+
+Options parse(int argc, char** argv) {
+    Options options;
+    const unsigned hardware = std::thread::hardware_concurrency();
+    options.max_threads = hardware == 0 ? 1 : static_cast<int>(hardware);
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+            return argv[++i];
+        };
+        if (arg == "--threads") {
+            const std::string text = value();
+            char* end = nullptr;
+            const long threads = std::strtol(text.c_str(), &end, 10);
+            if (end == text.c_str() || *end != '\0' || threads < 1 || threads > 1024)
+                throw std::invalid_argument("--threads needs a count from 1 to 1024, got '" + text + "'");
+            options.max_threads = static_cast<int>(threads);
+        } else if (arg == "--quick") {
+            options.quick = true;
+        } else if (arg == "--filter") {
+            options.filter = value();
+        } else if (arg == "--json") {
+            options.json_path = value();
+        } else if (arg == "--help" || arg == "-h") {
+            print_usage();
+            std::exit(0);
+        } else {
+            throw std::invalid_argument("unknown argument '" + arg + "' (see --help)");
+        }
+    }
+    return options;
+}
+
+/// The cases to run: those matching the filter, plus the baselines and bandwidth cases they refer to.
+std::vector<const Case*> select(const std::vector<Case>& cases, const Options& options) {
+    std::vector<bool> chosen(cases.size(), false);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        if (options.quick && c.slow) continue;
+        chosen[i] = options.filter.empty() || (c.name + " " + c.shape).find(options.filter) != std::string::npos;
+    }
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        if (!chosen[i]) continue;
+        for (std::size_t j = 0; j < cases.size(); ++j) {
+            const Case& other = cases[j];
+            if (other.threads != cases[i].threads) continue;
+            const bool is_baseline = other.name == cases[i].baseline && other.shape == cases[i].shape;
+            const bool is_bandwidth = other.name == cases[i].bandwidth_of;
+            if (is_baseline || is_bandwidth) chosen[j] = true;
+        }
+    }
+    std::vector<const Case*> selected;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+        if (chosen[i]) selected.push_back(&cases[i]);
+    return selected;
+}
+
+}  // namespace
+}  // namespace lowbit::bench
+
+int main(int argc, char** argv) {
+    using namespace lowbit::bench;
+    try {
+        const Options options = parse(argc, argv);
+        Registry registry(options);
+        add_bandwidth_cases(registry);
+        add_eigen_cases(registry);
+
+        const std::vector<const Case*> selected = select(registry.cases(), options);
+        std::printf("lowbit-bench %d.%d.%d: %zu cases, threads 1..%d%s; median of repeats after a warm-up, "
+                    "spread = (p90 - p10) / median; ratio = baseline median / this median\n",
+                    LOWBIT_VERSION_MAJOR, LOWBIT_VERSION_MINOR, LOWBIT_VERSION_PATCH, selected.size(),
+                    options.max_threads, options.quick ? ", quick" : "");
+        print_header();
+        std::vector<Row> rows;
+        std::map<std::string, std::size_t> by_key;       // name|shape|threads -> row
+        std::map<std::string, double> bandwidth_by_key;  // name|threads -> GB/s
+        for (const Case* spec : selected) {
+            Row row;
+            row.measurement = measure(*spec, options);
+            const double seconds = row.measurement.median_s;
+            if (spec->bytes > 0) row.gbps = spec->bytes / seconds / 1e9;
+            if (spec->flops > 0) row.gflops = spec->flops / seconds / 1e9;
+            if (!spec->baseline.empty()) {
+                auto found = by_key.find(key(spec->baseline, spec->shape, spec->threads));
+                if (found != by_key.end()) row.ratio = rows[found->second].measurement.median_s / seconds;
+            }
+            if (!spec->bandwidth_of.empty() && row.gbps > 0) {
+                auto found = bandwidth_by_key.find(spec->bandwidth_of + "|" + std::to_string(spec->threads));
+                if (found != bandwidth_by_key.end()) row.bandwidth_fraction = row.gbps / found->second;
+            }
+            by_key[key(spec->name, spec->shape, spec->threads)] = rows.size();
+            if (row.gbps > 0) bandwidth_by_key[spec->name + "|" + std::to_string(spec->threads)] = row.gbps;
+            rows.push_back(row);
+            print_row(row);
+        }
+        lowbit::set_num_threads(0);
+        if (!options.json_path.empty()) write_json(options.json_path, rows, options);
+        return 0;
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "lowbit-bench: %s\n", error.what());
+        return 2;
+    }
+}

@@ -1,0 +1,25 @@
+# Install rules: headers, the exported target, the CMake package files and lowbit.pc.
+include(CMakePackageConfigHelpers)
+
+set(LOWBIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/lowbit" CACHE STRING
+    "Where lowbitConfig.cmake is installed, relative to the prefix")
+
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/lowbit" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(TARGETS lowbit EXPORT lowbitTargets)
+install(EXPORT lowbitTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/lowbitConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/lowbitConfig.cmake"
+  INSTALL_DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+# Header-only: the same package serves every architecture and pointer size.
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/lowbitConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion
+  ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/lowbitConfig.cmake" "${PROJECT_BINARY_DIR}/lowbitConfigVersion.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/lowbitFindXsimd.cmake"
+        DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+
+configure_file("${PROJECT_SOURCE_DIR}/cmake/lowbit.pc.in" "${PROJECT_BINARY_DIR}/lowbit.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/lowbit.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")

@@ -1,0 +1,24 @@
+# Flags for lowbit's own executables (tests, benchmark, examples). Never applied to lowbit::lowbit.
+#
+# lowbit_project_target(<target>) turns on warnings as errors, and optionally -march=native
+# (LOWBIT_NATIVE) or the scalar-only kernels (LOWBIT_FORCE_SCALAR). Eigen and xsimd arrive through
+# imported targets, so their headers are system headers and their warnings are not ours.
+function(lowbit_project_target target)
+  target_link_libraries(${target} PRIVATE lowbit::lowbit)
+  if(MSVC)
+    target_compile_options(${target} PRIVATE /W4 /WX)
+  else()
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror)
+    # GCC 12 reports its own AVX-512 intrinsic headers as "may be used uninitialized" once they are
+    # inlined into Eigen (GCC bug 105593, fixed in GCC 13); the warning is about GCC's code, not ours.
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+      target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
+    endif()
+  endif()
+  if(LOWBIT_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+  if(LOWBIT_FORCE_SCALAR)
+    target_compile_definitions(${target} PRIVATE LOWBIT_FORCE_SCALAR)
+  endif()
+endfunction()

@@ -1,0 +1,9 @@
+// lowbit: low-bit quantization for neural networks in C++20 (header-only).
+//
+// The one header users include. Quantization-aware training: FakeQuantize, the STE functions and the
+// BitNet b1.58 quantizers. Inference: QuantizedMatrix / QuantizedLinear in MLX's packed format.
+#pragma once
+
+#include "version.hpp"
+#include "parallel.hpp"
+#include "rounding.hpp"

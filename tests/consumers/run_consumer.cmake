@@ -1,0 +1,40 @@
+# cmake -P driver for one consumer project: (for find_package) install lowbit into a fresh prefix,
+# then configure, build and run the consumer. Any failing step fails the test with its output.
+cmake_minimum_required(VERSION 3.25)
+
+function(run_step description)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "${CONSUMER}: ${description} failed (${result}):\n${output}")
+  endif()
+  message(STATUS "${CONSUMER}: ${description}: ok")
+endfunction()
+
+file(REMOVE_RECURSE "${CONSUMER_WORK_DIR}")
+file(MAKE_DIRECTORY "${CONSUMER_WORK_DIR}")
+set(prefix_path "${CONSUMER_PREFIX_PATH}")
+
+if(CONSUMER STREQUAL "find_package")
+  set(install_prefix "${CONSUMER_WORK_DIR}/prefix")
+  run_step("install lowbit into ${install_prefix}"
+    ${CMAKE_COMMAND} --install "${LOWBIT_BINARY_DIR}" --prefix "${install_prefix}")
+  foreach(expected include/lowbit/lowbit.hpp include/lowbit/version.hpp
+                   share/cmake/lowbit/lowbitConfig.cmake share/cmake/lowbit/lowbitConfigVersion.cmake
+                   share/pkgconfig/lowbit.pc)
+    if(NOT EXISTS "${install_prefix}/${expected}")
+      message(FATAL_ERROR "find_package: the install is missing ${expected}")
+    endif()
+  endforeach()
+  list(PREPEND prefix_path "${install_prefix}")
+  set(extra_args "")
+else()
+  set(extra_args "-DLOWBIT_SOURCE_DIR=${LOWBIT_SOURCE_DIR}")
+endif()
+
+string(REPLACE ";" "\\;" prefix_path_arg "${prefix_path}")
+run_step("configure"
+  ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${CONSUMER_WORK_DIR}/build"
+  -DCMAKE_CXX_COMPILER=${CONSUMER_CXX_COMPILER} -DCMAKE_BUILD_TYPE=${CONSUMER_BUILD_TYPE}
+  "-DCMAKE_PREFIX_PATH=${prefix_path_arg}" ${extra_args})
+run_step("build" ${CMAKE_COMMAND} --build "${CONSUMER_WORK_DIR}/build")
+run_step("run" "${CONSUMER_WORK_DIR}/build/consumer")

@@ -1,0 +1,62 @@
+// The xsimd compatibility shim against plain loops, and proof that this build's SIMD path is live.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <lowbit/detail/simd.hpp>
+
+#include "support/random.hpp"
+
+namespace simd = lowbit::detail::simd;
+
+TEST_CASE("simd::enabled matches how this test binary was built", "[simd]") {
+#if defined(LOWBIT_FORCE_SCALAR)
+    CHECK_FALSE(simd::enabled);
+#elif defined(__x86_64__) || defined(__aarch64__)
+    // Every x86-64 has SSE2 and every AArch64 has NEON: the vector path must be the one compiled.
+    CHECK(simd::enabled);
+#endif
+    UNSCOPED_INFO("architecture " << simd::arch::name() << ", " << simd::width<float> << " float lanes");
+    CHECK(simd::width<float> >= 1);
+}
+
+#if !defined(LOWBIT_FORCE_SCALAR)
+TEST_CASE("simd reductions equal the scalar loop", "[simd]") {
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(1);
+    for (int trial = 0; trial < 200; ++trial) {
+        // Small integers: every summation order gives the same exact float.
+        std::vector<float> values = lowbit::test::uniform_floats(rng, lanes, -1000.0f, 1000.0f);
+        for (auto& value : values) value = static_cast<float>(static_cast<int>(value));
+        const batch loaded = batch::load_unaligned(values.data());
+        CHECK(simd::reduce_add(loaded) == std::accumulate(values.begin(), values.end(), 0.0f));
+        CHECK(simd::reduce_max(loaded) == *std::max_element(values.begin(), values.end()));
+        CHECK(simd::reduce_min(loaded) == *std::min_element(values.begin(), values.end()));
+    }
+}
+
+TEST_CASE("simd::bit_cast reinterprets lanes without changing bits", "[simd]") {
+    using float_batch = simd::batch<float>;
+    constexpr std::size_t lanes = float_batch::size;
+    std::array<float, 64> values{};
+    for (std::size_t i = 0; i < lanes; ++i) values[i] = static_cast<float>(i) * -1.5f + 0.25f;
+    const auto as_bits = simd::bit_cast<std::uint32_t>(float_batch::load_unaligned(values.data()));
+    std::array<std::uint32_t, 64> stored{};
+    as_bits.store_unaligned(stored.data());
+    for (std::size_t i = 0; i < lanes; ++i) {
+        std::uint32_t expected = 0;
+        std::memcpy(&expected, &values[i], sizeof expected);
+        CHECK(stored[i] == expected);
+    }
+    const auto round_trip = simd::bit_cast<float>(as_bits);
+    std::array<float, 64> back{};
+    round_trip.store_unaligned(back.data());
+    for (std::size_t i = 0; i < lanes; ++i) CHECK(back[i] == values[i]);
+}
+#endif
