@@ -7,3 +7,5 @@
 #include "version.hpp"
 #include "parallel.hpp"
 #include "rounding.hpp"
+#include "quantized_matrix.hpp"
+#include "quantized_linear.hpp"

@@ -23,3 +23,15 @@ inline double dot_tolerance(std::size_t depth, double abs_sum) {
 }
 
 }  // namespace lowbit::test
+
+namespace lowbit::test {
+
+/// Rounding slack on |dequantize(quantize(w)) - w| beyond the grid bound (half a step inside the grid,
+/// one step at the clipped far end), for a group whose largest |w| is `magnitude`. The code comes from
+/// fl(fl(w - b) / s) and the value from fl(fl(s * q) + b): four roundings, each at most u times a
+/// quantity no larger than 2 * magnitude (|w - b| and |s * q| span at most the group's range).
+inline double quantization_rounding_slack(double magnitude) {
+    return 8.0 * float_unit_roundoff * magnitude;
+}
+
+}  // namespace lowbit::test

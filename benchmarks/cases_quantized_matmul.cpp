@@ -1,0 +1,105 @@
+// lowbit's quantized inference rows: quantize, and quantized_matmul at the shared matmul shapes beside
+// Eigen fp32 on the same shape (ratio = Eigen's median / ours, so above 1 is faster than Eigen).
+//
+// For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which
+// stays in L3) and the memory-bound one ("dram") rotates over copies totalling at least 256 MiB, so every
+// repetition streams its weights from memory; its bandwidth fraction is against "bandwidth read dram".
+// Bytes counted: packed codes + scales + biases + x + out.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <lowbit/lowbit.hpp>
+
+#include "harness.hpp"
+#include "shapes.hpp"
+
+namespace lowbit::bench {
+namespace {
+
+template <int GroupSize, int Bits>
+std::string tag() {
+    return "q" + std::to_string(Bits) + " g" + std::to_string(GroupSize);
+}
+
+template <int GroupSize, int Bits>
+double packed_bytes(const MatmulShape& shape) {
+    const double weights = double(shape.n) * shape.k * Bits / 8.0 + 2.0 * 4.0 * double(shape.n) * shape.k / GroupSize;
+    return weights + 4.0 * (double(shape.m) * shape.k + double(shape.m) * shape.n);
+}
+
+template <int GroupSize, int Bits>
+QuantizedMatrix<GroupSize, Bits> random_quantized(int rows, int cols) {
+    return quantize<GroupSize, Bits>(RowMatrixXf::Random(rows, cols));
+}
+
+template <int GroupSize, int Bits>
+void add_quantize_case(Registry& registry, int threads) {
+    const int n = 4096, k = 4096;
+    Case c;
+    c.name = "quantize " + tag<GroupSize, Bits>();
+    c.shape = "N=" + std::to_string(n) + " K=" + std::to_string(k);
+    c.threads = threads;
+    c.bytes = 4.0 * n * k + double(n) * k * Bits / 8.0 + 8.0 * n * k / GroupSize;
+    c.prepare = [n, k]() -> Runner {
+        auto w = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(n, k));
+        return [w] {
+            const auto q = quantize<GroupSize, Bits>(*w);
+            keep(q.codes.data());
+        };
+    };
+    registry.add(std::move(c));
+}
+
+template <int GroupSize, int Bits>
+void add_matmul_cases(Registry& registry, int threads) {
+    for (const MatmulShape& shape : matmul_shapes()) {
+        Case c;
+        c.name = "qmatmul " + tag<GroupSize, Bits>() + " lowbit";
+        c.shape = shape.label();
+        c.threads = threads;
+        c.flops = shape.flops();
+        c.bytes = packed_bytes<GroupSize, Bits>(shape);
+        c.baseline = eigen_matmul_name;
+        c.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
+        c.slow = shape.slow();
+        c.prepare = [shape]() -> Runner {
+            auto q = std::make_shared<QuantizedMatrix<GroupSize, Bits>>(random_quantized<GroupSize, Bits>(shape.n, shape.k));
+            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
+            return [q, x] { keep(quantized_matmul(*x, *q).data()); };
+        };
+        registry.add(c);
+
+        if (shape.m != 1) continue;
+        Case dram = c;
+        dram.name = "qmatmul " + tag<GroupSize, Bits>() + " lowbit dram";
+        dram.bandwidth_of = "bandwidth read dram";
+        dram.prepare = [shape]() -> Runner {
+            const auto one = random_quantized<GroupSize, Bits>(shape.n, shape.k);
+            const double weight_bytes = packed_bytes<GroupSize, Bits>(MatmulShape{0, shape.n, shape.k});
+            const int copies = static_cast<int>((256.0 * (1 << 20)) / weight_bytes) + 1;  // >= 256 MiB in all
+            auto weights = std::make_shared<std::vector<QuantizedMatrix<GroupSize, Bits>>>(copies, one);
+            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(1, shape.k));
+            auto next = std::make_shared<std::size_t>(0);
+            return [weights, x, next] {
+                const auto& q = (*weights)[*next];
+                *next = (*next + 1) % weights->size();
+                keep(quantized_matmul(*x, q).data());
+            };
+        };
+        registry.add(std::move(dram));
+    }
+}
+
+}  // namespace
+
+void add_quantized_matmul_cases(Registry& registry) {
+    for (int threads : registry.options().thread_counts()) {
+        add_quantize_case<64, 4>(registry, threads);
+        add_quantize_case<64, 8>(registry, threads);
+        add_matmul_cases<64, 4>(registry, threads);
+        add_matmul_cases<64, 8>(registry, threads);
+    }
+}
+
+}  // namespace lowbit::bench

@@ -1,0 +1,44 @@
+// Scalar reference for the group-wise quantized matmul (semantics.md A10): the oracle the kernels are
+// tested against. Plain loops, obviously correct, never optimized.
+//
+//   out[m, n] = sum over groups g of  s[n,g] * sum_{k in g} x[m,k] * q[n,k]  +  b[n,g] * sum_{k in g} x[m,k]
+//
+// which equals x * dequantize(q)^T in exact arithmetic. Accumulation is f32, in k order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "packing.hpp"
+
+namespace lowbit::detail::reference {
+
+/// out[m * out_stride + n] for m < M, n < q.rows(); x[m * x_stride + k] for k < q.cols().
+template <int GroupSize, int Bits>
+void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+                      float* out, Eigen::Index out_stride) {
+    const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+    for (Eigen::Index n = 0; n < N; ++n) {
+        unpack_codes<Bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
+        for (Eigen::Index m = 0; m < M; ++m) {
+            const float* x_row = x + m * x_stride;
+            float total = 0.0f;
+            for (Eigen::Index g = 0; g < groups; ++g) {
+                float x_dot_q = 0.0f, x_sum = 0.0f;
+                for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) {
+                    x_dot_q += x_row[k] * static_cast<float>(codes[static_cast<std::size_t>(k)]);
+                    x_sum += x_row[k];
+                }
+                total += q.scales(n, g) * x_dot_q + q.biases(n, g) * x_sum;
+            }
+            out[m * out_stride + n] = total;
+        }
+    }
+}
+
+}  // namespace lowbit::detail::reference

@@ -1,0 +1,204 @@
+// Linear, QuantizedLinear and quantized_matmul: an MLX-format quantized linear layer for Eigen users
+// (semantics.md A9-A10, B 3.5).
+//
+// Shapes follow MLX's QuantizedLinear: weight [out, in] (quantized along `in` in groups), input
+// [M, in] or a tensor [..., in], output [M, out] or [..., out]. `biases` (per-group offsets inside the
+// QuantizedMatrix) and `bias` (the layer's additive [out] vector, kept in float) are different things.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <Eigen/Core>
+#include <unsupported/Eigen/CXX11/Tensor>
+
+#include "detail/kernels/quantized_matmul.hpp"
+#include "detail/reference/quantized_matmul.hpp"
+#include "detail/simd.hpp"
+#include "quantized_matrix.hpp"
+
+namespace lowbit {
+
+namespace detail {
+
+inline std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
+    return std::to_string(rows) + "x" + std::to_string(cols);
+}
+
+/// Row-major view of any float dense expression; copies only when the layout is not row-major.
+using RowMatrixRef = Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>;
+
+/// out = x * dequantize(q)^T on raw row-major storage: the xsimd kernels when this translation unit
+/// has SIMD (qgemv for M = 1 and Bits in {2, 4, 8}, qgemm otherwise), else the scalar reference.
+template <int GroupSize, int Bits>
+void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+                      float* out, Eigen::Index out_stride) {
+    if constexpr (simd::enabled) {
+        if constexpr (kernels::word_aligned_bits<Bits>) {
+            if (M == 1) {
+                kernels::qgemv<simd::arch>(x, q, out);
+                return;
+            }
+        }
+        kernels::qgemm<simd::arch>(x, x_stride, M, q, out, out_stride);
+    } else {
+        reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
+    }
+}
+
+/// Views a tensor [..., last] as a [rows, last] matrix of its layout (no copy).
+template <int Rank, int Options, class IndexType>
+auto tensor_as_matrix(const Eigen::Tensor<float, Rank, Options, IndexType>& t) {
+    const Eigen::Index last = static_cast<Eigen::Index>(t.dimension(Rank - 1));
+    const Eigen::Index rows = last == 0 ? 0 : static_cast<Eigen::Index>(t.size()) / last;
+    if constexpr ((Options & Eigen::RowMajor) != 0)
+        return Eigen::Map<const RowMatrixXf>(t.data(), rows, last);
+    else
+        return Eigen::Map<const Eigen::MatrixXf>(t.data(), rows, last);
+}
+
+/// The tensor [..., out] holding `result` [rows, out] where x was [..., in].
+template <int Rank, int Options, class IndexType>
+Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixXf& result,
+                                                                const Eigen::Tensor<float, Rank, Options, IndexType>& x) {
+    std::array<IndexType, Rank> dimensions;
+    for (int d = 0; d < Rank; ++d) dimensions[static_cast<std::size_t>(d)] = x.dimension(d);
+    dimensions[Rank - 1] = static_cast<IndexType>(result.cols());
+    Eigen::Tensor<float, Rank, Options, IndexType> y(dimensions);
+    if constexpr ((Options & Eigen::RowMajor) != 0)
+        Eigen::Map<RowMatrixXf>(y.data(), result.rows(), result.cols()) = result;
+    else
+        Eigen::Map<Eigen::MatrixXf>(y.data(), result.rows(), result.cols()) = result;
+    return y;
+}
+
+}  // namespace detail
+
+/// x * dequantize(q)^T as RowMatrixXf [M, out] for x [M, in] (any float dense expression; copied only if
+/// not row-major), computed on the packed codes without forming the float weights: per group
+/// s * sum(x*q) + b * sum(x), f32 accumulation (within lowbit's sqrt(K) bound of the float product, not
+/// bitwise equal to it). Threads: lowbit::num_threads(). Throws std::invalid_argument for an empty x,
+/// x.cols() != q.cols(), or inconsistent q.
+template <class Derived, int GroupSize, int Bits>
+RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
+    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
+    q.check_shapes("lowbit::quantized_matmul");
+    const detail::RowMatrixRef input(x.derived());
+    if (input.rows() == 0 || input.cols() == 0)
+        throw std::invalid_argument("lowbit::quantized_matmul: empty input x (" +
+                                    detail::shape_text(input.rows(), input.cols()) + ")");
+    if (input.cols() != q.cols())
+        throw std::invalid_argument("lowbit::quantized_matmul: x is " + detail::shape_text(input.rows(), input.cols()) +
+                                    " but the quantized matrix is " + detail::shape_text(q.rows(), q.cols()) +
+                                    " (x's last dimension must be " + std::to_string(q.cols()) + ")");
+    RowMatrixXf out(input.rows(), q.rows());
+    detail::quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
+    return out;
+}
+
+/// A float linear layer: forward(x) = x * weight^T + bias, weight [out, in], bias [out].
+struct Linear {
+    RowMatrixXf weight;
+    std::optional<Eigen::VectorXf> bias;
+
+    /// x [M, in] (any float dense expression) -> [M, out]. Throws std::invalid_argument on a shape mismatch.
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
+        if (x.cols() != weight.cols() || x.rows() == 0)
+            throw std::invalid_argument("lowbit::Linear::forward: x is " + detail::shape_text(x.rows(), x.cols()) +
+                                        " but the weight is " + detail::shape_text(weight.rows(), weight.cols()));
+        if (bias && bias->size() != weight.rows())
+            throw std::invalid_argument("lowbit::Linear::forward: bias has " + std::to_string(bias->size()) +
+                                        " values for " + std::to_string(weight.rows()) + " outputs");
+        RowMatrixXf out = x * weight.transpose();
+        if (bias) out.rowwise() += bias->transpose();
+        return out;
+    }
+};
+
+/// MLX's QuantizedLinear: weight quantized group-wise (GroupSize values per scale and bias, Bits-bit
+/// codes, bit-identical to mx.quantize), optional float bias [out] kept unquantized.
+/// forward(x) = quantized_matmul(x, weight()) + bias.
+template <int GroupSize = 64, int Bits = 4>
+class QuantizedLinear {
+public:
+    static constexpr int group_size = GroupSize;
+    static constexpr int bits = Bits;
+    using Matrix = QuantizedMatrix<GroupSize, Bits>;
+
+    /// Weights drawn from U(-1/sqrt(in), 1/sqrt(in)) by std::mt19937_64(seed) in row-major order, then
+    /// quantized; bias zero when requested (as MLX). Throws std::invalid_argument for a non-positive
+    /// size or input_dims % GroupSize != 0.
+    QuantizedLinear(int input_dims, int output_dims, bool bias = true, std::uint64_t seed = 0) {
+        if (input_dims <= 0 || output_dims <= 0)
+            throw std::invalid_argument("lowbit::QuantizedLinear: input_dims = " + std::to_string(input_dims) +
+                                        " and output_dims = " + std::to_string(output_dims) + " must be positive");
+        if (input_dims % GroupSize != 0)
+            throw std::invalid_argument("lowbit::QuantizedLinear: in = " + std::to_string(input_dims) +
+                                        " is not a multiple of GroupSize = " + std::to_string(GroupSize));
+        const float limit = 1.0f / std::sqrt(static_cast<float>(input_dims));
+        std::mt19937_64 generator(seed);
+        std::uniform_real_distribution<float> uniform(-limit, limit);
+        RowMatrixXf weight(output_dims, input_dims);
+        for (Eigen::Index r = 0; r < weight.rows(); ++r)
+            for (Eigen::Index c = 0; c < weight.cols(); ++c) weight(r, c) = uniform(generator);
+        weight_ = quantize<GroupSize, Bits>(weight);
+        if (bias) bias_ = Eigen::VectorXf::Zero(output_dims);
+    }
+
+    /// From an already quantized weight (e.g. loaded from an MLX checkpoint) and an optional bias [out].
+    /// Throws std::invalid_argument for inconsistent shapes.
+    explicit QuantizedLinear(Matrix weight, std::optional<Eigen::VectorXf> bias = std::nullopt)
+        : weight_(std::move(weight)), bias_(std::move(bias)) {
+        weight_.check_shapes("lowbit::QuantizedLinear");
+        if (bias_ && bias_->size() != weight_.rows())
+            throw std::invalid_argument("lowbit::QuantizedLinear: bias has " + std::to_string(bias_->size()) +
+                                        " values for " + std::to_string(weight_.rows()) + " outputs");
+    }
+
+    /// Quantizes linear.weight and copies linear.bias unquantized (MLX's from_linear).
+    static QuantizedLinear from_linear(const Linear& linear) {
+        if (linear.bias && linear.bias->size() != linear.weight.rows())
+            throw std::invalid_argument("lowbit::QuantizedLinear::from_linear: bias has " +
+                                        std::to_string(linear.bias->size()) + " values for " +
+                                        std::to_string(linear.weight.rows()) + " outputs");
+        return QuantizedLinear(quantize<GroupSize, Bits>(linear.weight), linear.bias);
+    }
+
+    /// x [M, in] (any float dense expression) -> [M, out]. Throws std::invalid_argument unless x.cols() == in.
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
+        RowMatrixXf out = quantized_matmul(x, weight_);
+        if (bias_) out.rowwise() += bias_->transpose();
+        return out;
+    }
+
+    /// x [..., in] -> [..., out], same layout (ColMajor or RowMajor) as x.
+    template <int Rank, int Options, class IndexType>
+    Eigen::Tensor<float, Rank, Options, IndexType> forward(const Eigen::Tensor<float, Rank, Options, IndexType>& x) const {
+        static_assert(Rank >= 1, "lowbit::QuantizedLinear::forward needs a tensor of rank >= 1");
+        if (static_cast<Eigen::Index>(x.dimension(Rank - 1)) != input_dims())
+            throw std::invalid_argument("lowbit::QuantizedLinear::forward: the tensor's last dimension is " +
+                                        std::to_string(x.dimension(Rank - 1)) + ", expected in = " +
+                                        std::to_string(input_dims()));
+        return detail::matrix_as_tensor(forward(detail::tensor_as_matrix(x)), x);
+    }
+
+    const Matrix& weight() const { return weight_; }
+    const std::optional<Eigen::VectorXf>& bias() const { return bias_; }
+    RowMatrixXf dequantize() const { return lowbit::dequantize(weight_); }
+    int input_dims() const { return static_cast<int>(weight_.cols()); }
+    int output_dims() const { return static_cast<int>(weight_.rows()); }
+
+private:
+    Matrix weight_;
+    std::optional<Eigen::VectorXf> bias_;
+};
+
+}  // namespace lowbit

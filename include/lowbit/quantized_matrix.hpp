@@ -1,0 +1,196 @@
+// QuantizedMatrix, quantize, dequantize: MLX's affine group-wise weight format (semantics.md A9, B 3).
+//
+// A float weight matrix w [out, in] is cut along `in` into groups of GroupSize values. Each group gets
+// a scale s and a bias b (both float) and each value a Bits-bit code q in [0, 2^Bits - 1], with
+// w ~ s * q + b. Codes are stored as MLX stores them: each row one little-endian bit stream of
+// uint32 words, first code in the lowest bits.
+//
+//   Bits = 4 (8 codes per word):      word 0 of a row
+//     bit 31                                          bit 0
+//     | q7 | q6 | q5 | q4 | q3 | q2 | q1 | q0 |
+//   Bits = 3 (codes straddle words):  code 10 = bits 30..31 of word 0 + bit 0 of word 1
+//     word 0: | q10(lo 2) | q9 | q8 | ... | q1 | q0 |   word 1: | ... | q11 | q10(hi 1) |
+//
+//   codes  uint32 [out, in*Bits/32]   (one 32-code block = Bits words, so groups are whole words)
+//   scales float  [out, in/GroupSize] (may be negative: see quantize)
+//   biases float  [out, in/GroupSize] (the group's larger-magnitude extreme, or 0)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "detail/kernels/packing.hpp"
+#include "detail/parallel.hpp"
+#include "rounding.hpp"
+
+namespace lowbit {
+
+/// Row-major float matrix: the layout of every weight and activation lowbit returns.
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// The one list of supported formats: Bits in {2, 3, 4, 5, 6, 8}, GroupSize in {32, 64, 128} (MLX's).
+template <int GroupSize, int Bits>
+inline constexpr bool is_supported_quantization =
+    (Bits == 2 || Bits == 3 || Bits == 4 || Bits == 5 || Bits == 6 || Bits == 8) &&
+    (GroupSize == 32 || GroupSize == 64 || GroupSize == 128);
+
+/// Group-wise quantized matrix [rows, cols] in MLX's affine format (layout drawn at the top of this file).
+template <int GroupSize = 64, int Bits = 4>
+struct QuantizedMatrix {
+    static_assert(is_supported_quantization<GroupSize, Bits>,
+                  "lowbit::QuantizedMatrix supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+    using CodeMatrix = Eigen::Matrix<std::uint32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+    static constexpr int group_size = GroupSize;
+    static constexpr int bits = Bits;
+    static constexpr int words_per_group = GroupSize * Bits / 32;
+    static constexpr std::uint32_t max_code = (std::uint32_t{1} << Bits) - 1;
+
+    CodeMatrix codes;     ///< [rows, cols*Bits/32] packed codes
+    RowMatrixXf scales;   ///< [rows, cols/GroupSize]
+    RowMatrixXf biases;   ///< [rows, cols/GroupSize]
+
+    Eigen::Index rows() const { return codes.rows(); }
+    Eigen::Index cols() const { return codes.cols() * 32 / Bits; }
+    Eigen::Index groups_per_row() const { return scales.cols(); }
+
+    /// Throws std::invalid_argument (message starting with `function`) unless the three parts agree
+    /// and the matrix is non-empty.
+    void check_shapes(const char* function) const {
+        const auto text = [](Eigen::Index rows, Eigen::Index cols) {
+            return std::to_string(rows) + "x" + std::to_string(cols);
+        };
+        if (codes.rows() == 0 || codes.cols() == 0)
+            throw std::invalid_argument(std::string(function) + ": empty quantized matrix (codes " +
+                                        text(codes.rows(), codes.cols()) + ")");
+        if (scales.rows() != codes.rows() || biases.rows() != codes.rows() || scales.cols() != biases.cols() ||
+            scales.cols() * words_per_group != codes.cols())
+            throw std::invalid_argument(std::string(function) + ": codes " + text(codes.rows(), codes.cols()) +
+                                        ", scales " + text(scales.rows(), scales.cols()) + " and biases " +
+                                        text(biases.rows(), biases.cols()) + " do not describe one " +
+                                        std::to_string(Bits) + "-bit matrix with GroupSize = " +
+                                        std::to_string(GroupSize));
+    }
+};
+
+namespace detail {
+
+/// MLX CPU affine quantization of one group (semantics.md B 3.2), all in f32 with RNE:
+/// s = max((max - min) / n_bins, 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
+/// extreme (max on ties); q0 = RNE(edge / s); if q0 != 0 then s = edge / q0 and bias = edge, else
+/// bias = 0; q = clamp(RNE((w - bias) / s), 0, n_bins). Returns {scale, bias}.
+template <int Bits>
+inline std::pair<float, float> quantize_group(const float* values, std::size_t count, std::uint8_t* codes) {
+    constexpr float n_bins = static_cast<float>((1 << Bits) - 1);
+    constexpr float eps = 1e-7f;
+    float w_min = std::numeric_limits<float>::infinity();
+    float w_max = -std::numeric_limits<float>::infinity();
+    for (std::size_t i = 0; i < count; ++i) {
+        w_min = std::min(w_min, values[i]);
+        w_max = std::max(w_max, values[i]);
+    }
+    const bool min_is_edge = std::abs(w_min) > std::abs(w_max);
+    float scale = std::max((w_max - w_min) / n_bins, eps);
+    scale = min_is_edge ? scale : -scale;
+    const float edge = min_is_edge ? w_min : w_max;
+    const float q0 = round_half_to_even(edge / scale);
+    float bias = 0.0f;
+    if (q0 != 0.0f) {
+        scale = edge / q0;
+        bias = edge;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        const float code = std::clamp(round_half_to_even((values[i] - bias) / scale), 0.0f, n_bins);
+        codes[i] = static_cast<std::uint8_t>(code);
+    }
+    return {scale, bias};
+}
+
+/// Rows per thread range for row-parallel work on rows of `cols` values: about 64K values each.
+inline std::size_t rows_per_range(Eigen::Index cols) {
+    return std::max<std::size_t>(1, std::size_t{1 << 16} / static_cast<std::size_t>(std::max<Eigen::Index>(cols, 1)));
+}
+
+}  // namespace detail
+
+/// Quantizes w [out, in] (any float Eigen dense expression, either storage order) exactly as MLX's CPU
+/// `mx.quantize(w, group_size, bits)` in affine mode: same codes, packed words, scales and biases.
+/// Scales are negative when the group's larger-magnitude extreme is its max. An all-zero group gets
+/// scale -1e-7, bias 0 and codes 0; a constant group c gets bias c and codes 0 (dequantizes to c).
+/// Throws std::invalid_argument for an empty w, in % GroupSize != 0, or a NaN/Inf (naming row and column).
+template <int GroupSize = 64, int Bits = 4, class Derived>
+QuantizedMatrix<GroupSize, Bits> quantize(const Eigen::MatrixBase<Derived>& w) {
+    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
+    using Result = QuantizedMatrix<GroupSize, Bits>;
+    const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
+    const Eigen::Index rows = weights.rows(), cols = weights.cols();
+    if (rows == 0 || cols == 0)
+        throw std::invalid_argument("lowbit::quantize: empty weight matrix (" + std::to_string(rows) + "x" +
+                                    std::to_string(cols) + ")");
+    if (cols % GroupSize != 0)
+        throw std::invalid_argument("lowbit::quantize: in = " + std::to_string(cols) +
+                                    " is not a multiple of GroupSize = " + std::to_string(GroupSize));
+    for (Eigen::Index r = 0; r < rows; ++r)
+        for (Eigen::Index c = 0; c < cols; ++c)
+            if (!std::isfinite(weights(r, c)))
+                throw std::invalid_argument("lowbit::quantize: weight at row " + std::to_string(r) + ", column " +
+                                            std::to_string(c) + " is " + std::to_string(weights(r, c)) +
+                                            " (NaN and Inf cannot be quantized)");
+    Result result;
+    const Eigen::Index groups = cols / GroupSize;
+    result.codes.resize(rows, cols * Bits / 32);
+    result.scales.resize(rows, groups);
+    result.biases.resize(rows, groups);
+    detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
+                         [&](std::size_t begin, std::size_t end) {
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
+        for (std::size_t r = begin; r < end; ++r) {
+            const auto row = static_cast<Eigen::Index>(r);
+            const float* values = weights.data() + row * weights.outerStride();
+            for (Eigen::Index g = 0; g < groups; ++g) {
+                const auto [scale, bias] = detail::quantize_group<Bits>(values + g * GroupSize, GroupSize,
+                                                                       codes.data() + g * GroupSize);
+                result.scales(row, g) = scale;
+                result.biases(row, g) = bias;
+            }
+            detail::kernels::pack_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
+        }
+    });
+    return result;
+}
+
+/// The float matrix [rows, cols] that q stands for: w = s * q + b per group, computed as fl(fl(s*q) + b)
+/// (no fused multiply-add, so MLX's CPU values are reproduced). Throws std::invalid_argument for
+/// inconsistent or empty parts.
+template <int GroupSize, int Bits>
+RowMatrixXf dequantize(const QuantizedMatrix<GroupSize, Bits>& q) {
+    q.check_shapes("lowbit::dequantize");
+    const Eigen::Index rows = q.rows(), cols = q.cols();
+    RowMatrixXf w(rows, cols);
+    detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
+                         [&](std::size_t begin, std::size_t end) {
+        std::vector<float> codes(static_cast<std::size_t>(cols));
+        for (std::size_t r = begin; r < end; ++r) {
+            const auto row = static_cast<Eigen::Index>(r);
+            detail::kernels::unpack_codes<Bits>(&q.codes(row, 0), static_cast<std::size_t>(cols), codes.data());
+            // Two passes on purpose: the product is stored before the bias is added, so no compiler
+            // contraction setting can fuse them into an fma (MLX's CPU values are the unfused ones).
+            for (Eigen::Index c = 0; c < cols; ++c) codes[static_cast<std::size_t>(c)] *= q.scales(row, c / GroupSize);
+            for (Eigen::Index c = 0; c < cols; ++c)
+                w(row, c) = codes[static_cast<std::size_t>(c)] + q.biases(row, c / GroupSize);
+        }
+    });
+    return w;
+}
+
+}  // namespace lowbit
