@@ -7,3 +7,6 @@
 #include "version.hpp"
 #include "parallel.hpp"
 #include "rounding.hpp"
+#include "fake_quantize.hpp"
+#include "ste.hpp"
+#include "bitnet.hpp"
