@@ -7,5 +7,8 @@
 #include "version.hpp"
 #include "parallel.hpp"
 #include "rounding.hpp"
+#include "fake_quantize.hpp"
+#include "ste.hpp"
+#include "bitnet.hpp"
 #include "quantized_matrix.hpp"
 #include "quantized_linear.hpp"

@@ -34,4 +34,32 @@ inline double quantization_rounding_slack(double magnitude) {
     return 8.0 * float_unit_roundoff * magnitude;
 }
 
+/// Bound on |mean - v| for the mean of n stochastic roundings of v: each rounding error lies in (-1, 1)
+/// with variance frac(v)(1 - frac(v)) <= 1/4, so the mean's standard deviation is at most 0.5/sqrt(n);
+/// five standard deviations (a false failure about once in 3.5 million runs).
+inline double stochastic_mean_tolerance(std::size_t n) { return 5.0 * 0.5 / std::sqrt(static_cast<double>(n)); }
+
+/// Bound on the difference between two float32 sums of the same `count` terms in different orders
+/// (lowbit sums LSQ scale gradients in double and rounds once; PyTorch sums in float): the recursive
+/// summation bound count * u * sum|terms|, plus one rounding of the result.
+inline double reordered_sum_tolerance(std::size_t count, double abs_sum) {
+    return (static_cast<double>(count) + 1.0) * float_unit_roundoff * abs_sum;
+}
+
+/// The moving-average observer update m + c (b - m) is three float operations (or two with a fused
+/// multiply-add, which the compiler may choose): each rounds once, |error| <= 3 u max(|m|, |b|).
+inline double observer_update_tolerance(double magnitude) { return 3.0 * float_unit_roundoff * magnitude; }
+
+/// The two-layer MLP QAT test (XOR of four Gaussian blobs at (+-1, +-1), sigma 0.45, 16 hidden units): the 4-bit
+/// fake-quantized model (weights and activations through FakeQuantize, gradients through the clamped
+/// STE) must reach at least the float model's test accuracy minus this gap. The blobs overlap a little
+/// (Bayes error about 3%: a point lands past an axis with probability ~1.3% per coordinate), and 4-bit weights with 15 levels can still place the four ReLU
+/// hinges XOR needs, so quantization costs a point or two at most; five points leaves room for the
+/// different optimisation path without letting a broken model through.
+inline constexpr double qat_accuracy_gap = 0.05;
+
+/// The float model must learn the task: XOR is not linearly separable, so an untrained model or one
+/// whose gradient was blocked at round (its weights never move) stays near 0.5 to 0.75.
+inline constexpr double qat_float_accuracy_floor = 0.9;
+
 }  // namespace lowbit::test

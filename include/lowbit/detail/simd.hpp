@@ -15,6 +15,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__SSE2__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
+
 #if !defined(XSIMD_VERSION_MAJOR) || (XSIMD_VERSION_MAJOR < 8) || \
     (XSIMD_VERSION_MAJOR == 8 && XSIMD_VERSION_MINOR < 1)
 #error "lowbit needs xsimd 8.1 or newer"
@@ -108,6 +112,72 @@ inline xsimd::batch<To, Arch> bit_cast(const xsimd::batch<From, Arch>& values) n
     return xsimd::bitwise_cast<To>(values);
 #else
     return xsimd::bitwise_cast<xsimd::batch<To, Arch>>(values);
+#endif
+}
+
+/// xsimd::trunc and xsimd::nearbyint, except on AVX-512, where GCC 12 warns -Wuninitialized inside its
+/// own _mm512_roundscale_ps (the `_mm512_undefined_ps` self-initialisation, GCC bug 105593, fixed in 13)
+/// once xsimd's call is inlined into user code; the masked form with an explicit source is the same
+/// instruction without the warning.
+template <class Arch>
+inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,
+                                         _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    } else
+#endif
+    {
+        return xsimd::trunc(values);
+    }
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& values) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else
+#endif
+    {
+        return xsimd::nearbyint(values);
+    }
+}
+
+/// Stores a batch to `aligned_address` (Arch::alignment()-aligned) with a non-temporal (streaming)
+/// store where the instruction set has one (x86 SSE2 / AVX / AVX-512: movntps), else an aligned store.
+/// Neither xsimd 8.1 nor 13 exposes streaming stores, hence the intrinsics here. Call stream_fence()
+/// after the last streaming store of a pass, before other threads read the data.
+template <class Arch>
+inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        _mm512_stream_ps(aligned_address, values);
+        return;
+    } else
+#endif
+#if defined(__AVX__)
+    if constexpr (std::is_base_of_v<xsimd::avx, Arch>) {
+        _mm256_stream_ps(aligned_address, values);
+        return;
+    } else
+#endif
+#if defined(__SSE2__) || defined(_M_X64)
+    if constexpr (std::is_base_of_v<xsimd::sse2, Arch>) {
+        _mm_stream_ps(aligned_address, values);
+        return;
+    } else
+#endif
+    {
+        values.store_aligned(aligned_address);
+    }
+}
+
+/// Orders earlier streaming stores before later stores (sfence on x86; nothing elsewhere).
+inline void stream_fence() noexcept {
+#if defined(__SSE2__) || defined(_M_X64)
+    _mm_sfence();
 #endif
 }
 

@@ -1,0 +1,93 @@
+// The element-wise fake-quant passes as the public headers call them: thread splitting
+// (detail::parallel_for), the streaming-store decision, and the choice between the xsimd kernel and
+// the scalar reference (LOWBIT_FORCE_SCALAR or no SIMD unit). One place for all four passes.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/fake_quantize.hpp"
+#include "parallel.hpp"
+#include "reference/fake_quantize.hpp"
+#include "simd.hpp"
+
+namespace lowbit::detail {
+
+/// Smallest thread range of an element-wise pass, in floats (1 MiB read per input): below this,
+/// starting a thread costs more than the work it takes over.
+inline constexpr std::size_t elementwise_grain = std::size_t{1} << 18;
+
+/// Outputs of at least this many floats (16 MiB, half this machine class's L3) are written with
+/// non-temporal stores: they cannot stay in cache anyway, and streaming saves the read-for-ownership.
+inline constexpr std::size_t streaming_min_count = std::size_t{1} << 22;
+
+inline namespace LOWBIT_ARCH_NAMESPACE {
+
+/// out = fake-quant(in) (reference/fake_quantize.hpp has the formula). Deterministic rounding here;
+/// Rounding::stochastic goes through fake_quantize_forward_stochastic. in == out allowed.
+inline void fake_quantize_forward(const FakeQuantParams& params, const float* in, float* out, std::size_t count) {
+    if constexpr (simd::enabled) {
+        const bool stream = count >= streaming_min_count;
+        const kernels::Quotient quotient = kernels::choose_quotient(params);
+        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+            kernels::fake_quantize_forward<simd::arch>(params, quotient, stream, in + begin, out + begin, end - begin);
+        });
+    } else {
+        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+            reference::fake_quantize_forward(params, in + begin, out + begin, end - begin);
+        });
+    }
+}
+
+/// Stochastic rounding (scalar by design): element i draws stream.uniform(i); the stream then advances
+/// by count, so the result does not depend on the thread count.
+inline void fake_quantize_forward_stochastic(const FakeQuantParams& params, UniformStream& stream, const float* in,
+                                             float* out, std::size_t count) {
+    parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+        reference::fake_quantize_forward_stochastic(params, stream, begin, in + begin, out + begin, end - begin);
+    });
+    stream.advance(count);
+}
+
+/// out = grad where the element passes the mask, else +0. grad, input and out have `count` floats.
+inline void backward_clamped(const MaskParams& mask, const float* grad, const float* input, float* out,
+                             std::size_t count) {
+    if constexpr (simd::enabled) {
+        const bool stream = count >= streaming_min_count;
+        const kernels::Quotient quotient = kernels::choose_quotient(mask.code);
+        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+            kernels::backward_clamped<simd::arch>(mask, quotient, stream, grad + begin, input + begin, out + begin,
+                                                  end - begin);
+        });
+    } else {
+        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+            reference::backward_clamped(mask, grad + begin, input + begin, out + begin, end - begin);
+        });
+    }
+}
+
+/// Smallest and largest finite value (A4: non-finite values are skipped).
+inline FiniteRange finite_min_max(const float* in, std::size_t count) {
+    const std::size_t ranges = count / elementwise_grain + 1;
+    std::vector<FiniteRange> partial(ranges);
+    parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+        FiniteRange range;
+        if constexpr (simd::enabled) range = kernels::finite_min_max<simd::arch>(in + begin, end - begin);
+        else range = reference::finite_min_max(in + begin, end - begin);
+        partial[begin / elementwise_grain] = range;
+    });
+    FiniteRange total;
+    for (const FiniteRange& range : partial) {
+        if (!range.found) continue;
+        if (!total.found) {
+            total = range;
+        } else {
+            total.min = range.min < total.min ? range.min : total.min;
+            total.max = range.max > total.max ? range.max : total.max;
+        }
+    }
+    return total;
+}
+
+}  // namespace LOWBIT_ARCH_NAMESPACE
+}  // namespace lowbit::detail

@@ -1,0 +1,262 @@
+// xsimd kernels of the element-wise fake-quant passes; each equals its scalar reference in
+// detail/reference/fake_quantize.hpp bit for bit (NaN: any NaN), for every length and alignment.
+//
+// Invariants:
+// * Rounding: half_away_from_zero is trunc(v + copysign(0.5 - 2^-25, v)), which equals std::round for
+//   every float: below 2^23 the sum rounds across an integer exactly when the fraction is >= 0.5 (a
+//   0.5 fraction lands half-way between 1 - 2^-24 and 1 and ties to the even 1); from 2^23 on every float
+//   is an integer and the sum rounds back to v. (xsimd::round is also RHAZ but costs twice the
+//   instructions.) half_to_even is xsimd::nearbyint via simd::nearbyint (std::nearbyint in the default FP mode).
+// * Quotient "divide" (A2) is computed without a division in almost every lane: m = x * fl(1/s) is
+//   within 4u|x/s| of fl(x/s) (u = 2^-24: u from fl(1/s), u from the product, u from fl(x/s)), so both
+//   round to the same integer unless a half-integer lies within 2^-22 |m| of m. Lanes that close to a
+//   tie (checked with the wider margin 2^-21 |m|), in a batch, send the whole batch through the true
+//   division. |m| >= 2^20 is exempt: any code that large is clamped to the same range end either way
+//   (|qmin|, |qmax|, |z| <= 2^16). Used only when fl(1/s) is a normal float (else the error bound fails);
+//   the caller checks.
+// * Tails and the alignment head of streaming passes go through one padded batch, so every element
+//   sees the vector code (never a scalar fallback with different rounding).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "../reference/fake_quantize.hpp"
+#include "../simd.hpp"
+
+namespace lowbit::detail::kernels {
+
+template <class Arch>
+using float_batch = xsimd::batch<float, Arch>;
+
+/// How the kernels form v from x.
+enum class Quotient {
+    divide,          ///< x / s, a division in every lane
+    divide_checked,  ///< x / s, through x * fl(1/s) with the near-tie check above (bit-identical)
+    multiply,        ///< x * fl(1/s), PyTorch's quotient
+};
+
+template <class Arch>
+inline float_batch<Arch> round_half_away(const float_batch<Arch>& values) noexcept {
+    return simd::trunc(values + xsimd::copysign(float_batch<Arch>(0x1.fffffep-2f), values));
+}
+
+template <Rounding R, class Arch>
+inline float_batch<Arch> round_rule(const float_batch<Arch>& values) noexcept {
+    static_assert(R != Rounding::stochastic, "lowbit: the SIMD kernels take the deterministic rounding rules only");
+    if constexpr (R == Rounding::half_away_from_zero) return round_half_away<Arch>(values);
+    else return simd::nearbyint(values);
+}
+
+/// The fake-quant pass of FakeQuantParams on one batch (and the rounded code it uses).
+template <class Arch, Rounding R, Quotient Q>
+struct ForwardOp {
+    using batch = float_batch<Arch>;
+    batch scale, inv_scale, zero_point, code_min, code_max;
+
+    explicit ForwardOp(const FakeQuantParams& params) noexcept
+        : scale(params.scale), inv_scale(params.inv_scale), zero_point(params.zero_point),
+          code_min(params.code_min), code_max(params.code_max) {}
+
+    batch rounded(const batch& x) const noexcept {
+        if constexpr (Q == Quotient::multiply) {
+            return round_rule<R, Arch>(x * inv_scale);
+        } else if constexpr (Q == Quotient::divide) {
+            return round_rule<R, Arch>(x / scale);
+        } else {
+            const batch product = x * inv_scale;
+            const batch code = round_rule<R, Arch>(product);
+            const batch magnitude = xsimd::abs(product);
+            const auto near_tie = ((batch(0.5f) - xsimd::abs(product - code)) <= magnitude * batch(0x1.0p-21f)) &
+                                  (magnitude < batch(0x1.0p20f));
+            if (xsimd::any(near_tie)) return round_rule<R, Arch>(x / scale);
+            return code;
+        }
+    }
+
+    batch operator()(const batch& x) const noexcept {
+        const batch shifted = rounded(x) + zero_point;
+        const batch clamped = xsimd::select(shifted < code_min, code_min,
+                                            xsimd::select(shifted > code_max, code_max, shifted));
+        return (clamped - zero_point) * scale;
+    }
+};
+
+/// backward_clamped with the raw-input band: g where low <= x <= high, else +0.
+template <class Arch>
+struct BandMaskOp {
+    using batch = float_batch<Arch>;
+    batch low, high;
+    explicit BandMaskOp(const MaskParams& mask) noexcept : low(mask.low), high(mask.high) {}
+    batch operator()(const batch& grad, const batch& x) const noexcept {
+        return xsimd::select((x >= low) & (x <= high), grad, batch(0.0f));
+    }
+};
+
+/// backward_clamped on the rounded, unclamped code (PyTorch): g where qmin <= R(v) + z <= qmax.
+template <class Arch, Rounding R, Quotient Q>
+struct CodeMaskOp {
+    using batch = float_batch<Arch>;
+    ForwardOp<Arch, R, Q> forward;
+    explicit CodeMaskOp(const MaskParams& mask) noexcept : forward(mask.code) {}
+    batch operator()(const batch& grad, const batch& x) const noexcept {
+        const batch code = forward.rounded(x) + forward.zero_point;
+        return xsimd::select((code >= forward.code_min) & (code <= forward.code_max), grad, batch(0.0f));
+    }
+};
+
+/// out[i] = op(in[i]) for i < count. With Stream, full batches are written with non-temporal stores
+/// (the output never comes back through the caches); the caller fences. in == out is allowed.
+template <class Arch, bool Stream, class Op>
+inline void transform(const Op& op, const float* in, float* out, std::size_t count) noexcept {
+    using batch = float_batch<Arch>;
+    constexpr std::size_t lanes = batch::size;
+    auto partial = [&](std::size_t begin, std::size_t length) {
+        alignas(Arch::alignment()) float buffer[lanes] = {};
+        std::memcpy(buffer, in + begin, length * sizeof(float));
+        op(batch::load_aligned(buffer)).store_aligned(buffer);
+        std::memcpy(out + begin, buffer, length * sizeof(float));
+    };
+    std::size_t i = 0;
+    if constexpr (Stream) {
+        const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % Arch::alignment();
+        const std::size_t head = misaligned == 0 ? 0 : (Arch::alignment() - misaligned) / sizeof(float);
+        if (head != 0 && head < count) {
+            partial(0, head);
+            i = head;
+        }
+        if (head == 0 || head < count) {
+            for (; i + lanes <= count; i += lanes) simd::store_stream(out + i, op(batch::load_unaligned(in + i)));
+        }
+    } else {
+        for (; i + lanes <= count; i += lanes) op(batch::load_unaligned(in + i)).store_unaligned(out + i);
+    }
+    if (i < count) partial(i, count - i);
+}
+
+/// out[i] = op(a[i], b[i]); as transform.
+template <class Arch, bool Stream, class Op>
+inline void transform2(const Op& op, const float* a, const float* b, float* out, std::size_t count) noexcept {
+    using batch = float_batch<Arch>;
+    constexpr std::size_t lanes = batch::size;
+    auto partial = [&](std::size_t begin, std::size_t length) {
+        alignas(Arch::alignment()) float buffer_a[lanes] = {};
+        alignas(Arch::alignment()) float buffer_b[lanes] = {};
+        std::memcpy(buffer_a, a + begin, length * sizeof(float));
+        std::memcpy(buffer_b, b + begin, length * sizeof(float));
+        op(batch::load_aligned(buffer_a), batch::load_aligned(buffer_b)).store_aligned(buffer_a);
+        std::memcpy(out + begin, buffer_a, length * sizeof(float));
+    };
+    std::size_t i = 0;
+    if constexpr (Stream) {
+        const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % Arch::alignment();
+        const std::size_t head = misaligned == 0 ? 0 : (Arch::alignment() - misaligned) / sizeof(float);
+        if (head != 0 && head < count) {
+            partial(0, head);
+            i = head;
+        }
+        if (head == 0 || head < count) {
+            for (; i + lanes <= count; i += lanes)
+                simd::store_stream(out + i, op(batch::load_unaligned(a + i), batch::load_unaligned(b + i)));
+        }
+    } else {
+        for (; i + lanes <= count; i += lanes)
+            op(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(out + i);
+    }
+    if (i < count) partial(i, count - i);
+}
+
+/// The quotient the kernels use for `params`: PyTorch's multiply, or the division (checked through the
+/// reciprocal when fl(1/s) is a normal float, see the invariants above).
+inline Quotient choose_quotient(const FakeQuantParams& params) noexcept {
+    if (params.multiply_by_reciprocal) return Quotient::multiply;
+    const float magnitude = params.inv_scale < 0 ? -params.inv_scale : params.inv_scale;
+    const bool normal = magnitude >= std::numeric_limits<float>::min() && magnitude <= std::numeric_limits<float>::max();
+    return normal ? Quotient::divide_checked : Quotient::divide;
+}
+
+/// Calls body.template operator()<R, Q>() for the rounding and quotient of `params` (deterministic only).
+template <class Body>
+inline void with_rule(const FakeQuantParams& params, Quotient quotient, Body&& body) {
+    auto with_quotient = [&](auto rounding) {
+        constexpr Rounding R = decltype(rounding)::value;
+        switch (quotient) {
+            case Quotient::multiply: body.template operator()<R, Quotient::multiply>(); break;
+            case Quotient::divide: body.template operator()<R, Quotient::divide>(); break;
+            case Quotient::divide_checked: body.template operator()<R, Quotient::divide_checked>(); break;
+        }
+    };
+    if (params.rounding == Rounding::half_to_even)
+        with_quotient(std::integral_constant<Rounding, Rounding::half_to_even>{});
+    else
+        with_quotient(std::integral_constant<Rounding, Rounding::half_away_from_zero>{});
+}
+
+/// Forward pass over [0, count); deterministic rounding. `stream`: non-temporal stores (then fences).
+template <class Arch>
+inline void fake_quantize_forward(const FakeQuantParams& params, Quotient quotient, bool stream, const float* in,
+                                  float* out, std::size_t count) {
+    with_rule(params, quotient, [&]<Rounding R, Quotient Q>() {
+        const ForwardOp<Arch, R, Q> op(params);
+        if (stream) {
+            transform<Arch, true>(op, in, out, count);
+            simd::stream_fence();
+        } else {
+            transform<Arch, false>(op, in, out, count);
+        }
+    });
+}
+
+/// backward_clamped over [0, count).
+template <class Arch>
+inline void backward_clamped(const MaskParams& mask, Quotient quotient, bool stream, const float* grad,
+                             const float* input, float* out, std::size_t count) {
+    auto run = [&](const auto& op) {
+        if (stream) {
+            transform2<Arch, true>(op, grad, input, out, count);
+            simd::stream_fence();
+        } else {
+            transform2<Arch, false>(op, grad, input, out, count);
+        }
+    };
+    if (!mask.on_rounded_code) {
+        run(BandMaskOp<Arch>(mask));
+        return;
+    }
+    with_rule(mask.code, quotient, [&]<Rounding R, Quotient Q>() { run(CodeMaskOp<Arch, R, Q>(mask)); });
+}
+
+/// Smallest and largest finite value of in[0, count): NaN and +-Inf skipped, zeros as +0.
+template <class Arch>
+inline FiniteRange finite_min_max(const float* in, std::size_t count) noexcept {
+    using batch = float_batch<Arch>;
+    constexpr std::size_t lanes = batch::size;
+    constexpr float infinity = std::numeric_limits<float>::infinity();
+    const batch largest(std::numeric_limits<float>::max());
+    batch low(infinity), high(-infinity);
+    auto fold = [&](const batch& x) {
+        const auto finite = xsimd::abs(x) <= largest;  // false for NaN and +-Inf
+        low = xsimd::min(low, xsimd::select(finite, x, batch(infinity)));
+        high = xsimd::max(high, xsimd::select(finite, x, batch(-infinity)));
+    };
+    std::size_t i = 0;
+    for (; i + lanes <= count; i += lanes) fold(batch::load_unaligned(in + i));
+    if (i < count) {
+        alignas(Arch::alignment()) float buffer[lanes];
+        for (auto& value : buffer) value = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(buffer, in + i, (count - i) * sizeof(float));
+        fold(batch::load_aligned(buffer));
+    }
+    FiniteRange range;
+    const float min = simd::reduce_min(low);
+    const float max = simd::reduce_max(high);
+    if (!(min <= max)) return range;
+    range.min = min + 0.0f;
+    range.max = max + 0.0f;
+    range.found = true;
+    return range;
+}
+
+}  // namespace lowbit::detail::kernels

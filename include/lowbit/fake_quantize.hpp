@@ -1,0 +1,674 @@
+// Quantization-aware training: FakeQuantConfig, the min-max observers, FakeQuantize<Bits, Symmetric>
+// and PerChannelFakeQuantize<Bits, Symmetric>. Numerics: semantics.md Part A (A1-A6).
+//
+//   forward:  v = x / s   (PyTorch preset: x * fl(1/s))
+//             y = (clamp(R(v) + z, qmin, qmax) - z) * s         R = config().rounding, z added after R
+//   ranges:   symmetric narrow [-(2^(b-1)-1), 2^(b-1)-1] (default), symmetric full [-2^(b-1), 2^(b-1)-1],
+//             asymmetric [0, 2^b - 1]
+//   backward: g (STE);  backward_clamped: g where (qmin - z) s <= x <= (qmax - z) s (raw x, inclusive),
+//             PyTorch preset: where qmin <= R(v) + z <= qmax (rounded, unclamped code); else +0
+//
+// Every operation takes a std::span<const float> (with a std::span<float> for the output, or returning
+// a std::vector<float>) or a tensor-like (Eigen dense object of any storage order, Map, Ref, Eigen::Tensor
+// of any rank, TensorMap) and returns the input's shape as a plain evaluated object.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "detail/elementwise.hpp"
+#include "detail/tensor_like.hpp"
+#include "rounding.hpp"
+
+namespace lowbit {
+
+/// Where calibration statistics come from.
+enum class Observer {
+    min_max,         ///< running minimum and maximum over every batch observed
+    moving_average,  ///< PyTorch's MovingAverageMinMaxObserver: first batch sets, then m += c (batch - m)
+};
+
+/// Which inputs backward_clamped lets the gradient through for.
+enum class GradientMask {
+    input_band,    ///< (qmin - z) s <= x <= (qmax - z) s on the raw input, inclusive (A6, the seed's rule)
+    rounded_code,  ///< qmin <= R(v) + z <= qmax on the rounded, unclamped code (PyTorch)
+};
+
+struct FakeQuantConfig {
+    Rounding rounding = Rounding::half_away_from_zero;
+    /// Symmetric quantizers only: [-(2^(b-1)-1), 2^(b-1)-1] when true, [-2^(b-1), 2^(b-1)-1] when false.
+    bool narrow_range = true;
+    Observer observer = Observer::min_max;
+    float averaging_constant = 0.01f;  ///< Observer::moving_average's c, in (0, 1]
+    std::uint64_t seed = 0;            ///< Rounding::stochastic: seed of the UniformStream forward(x) uses
+    bool multiply_by_reciprocal = false;  ///< quotient x * fl(1/s) instead of x / s (A2)
+    GradientMask gradient_mask = GradientMask::input_band;
+    /// Calibrated scales are floored here before the zero point is computed (A4), so all-zero data gives
+    /// a usable scale and outputs of exactly 0.
+    float min_scale = 1e-10f;
+
+    /// torch.fake_quantize_per_tensor_affine bit for bit (forward and gradient mask; Part B 4.1): RNE,
+    /// x * fl(1/s), z added after rounding, full symmetric range, mask on the rounded code. Calibration
+    /// follows PyTorch's observer where A4 allows: moving average (c = 0.01), scale floor 2^-23, zero
+    /// point by RNE. (A4's symmetric scale max|x| / qmax is kept; PyTorch divides by (qmax - qmin) / 2.)
+    static FakeQuantConfig pytorch() {
+        FakeQuantConfig config;
+        config.rounding = Rounding::half_to_even;
+        config.narrow_range = false;
+        config.observer = Observer::moving_average;
+        config.averaging_constant = 0.01f;
+        config.multiply_by_reciprocal = true;
+        config.gradient_mask = GradientMask::rounded_code;
+        config.min_scale = 0x1.0p-23f;
+        return config;
+    }
+};
+
+/// Input gradient and scale gradient of backward_lsq.
+template <class Gradient>
+struct LsqGradients {
+    Gradient grad_input;
+    float grad_scale = 0.0f;
+};
+
+/// Input gradient and one scale gradient per channel (PerChannelFakeQuantize::backward_lsq).
+template <class Gradient>
+struct PerChannelLsqGradients {
+    Gradient grad_input;
+    std::vector<float> grad_scales;
+};
+
+namespace detail {
+
+inline std::string float_text(float value) {
+    if (std::isnan(value)) return "nan";
+    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    char text[48];
+    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
+    return text;
+}
+
+inline void require_same_size(const char* function, const char* first, std::size_t first_size, const char* second,
+                              std::size_t second_size) {
+    if (first_size != second_size)
+        throw std::invalid_argument(std::string(function) + ": " + first + " has " + std::to_string(first_size) +
+                                    " elements but " + second + " has " + std::to_string(second_size));
+}
+
+inline void require_valid_scale(const char* function, float scale) {
+    if (!(std::isfinite(scale) && scale > 0.0f))
+        throw std::invalid_argument(std::string(function) + ": scale = " + float_text(scale) +
+                                    " must be finite and > 0");
+}
+
+}  // namespace detail
+
+/// Per-tensor fake quantization with Bits-bit codes (A3 ranges), calibrated by min-max observers (A4).
+///
+/// Before any calibration, forward uses scale 1 and zero point 0 (the seed's rule) and is_initialized()
+/// is false. calibrate(data) sets the qparams from this data alone (and restarts the observer from it);
+/// observe(data) feeds the configured observer and recomputes the qparams from its state. Non-finite
+/// values are skipped; data with no finite value (or empty) changes nothing. Rounding::stochastic draws
+/// from a UniformStream: forward(x, stream) advances the caller's stream, forward(x) uses a fresh
+/// UniformStream(config().seed) each call (so the same x gives the same y). The zero point of a
+/// stochastic quantizer is computed with half_away_from_zero. Not thread-safe for concurrent mutation.
+template <int Bits, bool Symmetric = true>
+class FakeQuantize {
+    static_assert(Bits >= 2 && Bits <= 16, "lowbit::FakeQuantize: Bits must be from 2 to 16");
+
+public:
+    static constexpr int bits = Bits;
+    static constexpr bool symmetric = Symmetric;
+
+    FakeQuantize() : FakeQuantize(FakeQuantConfig{}) {}
+
+    /// Throws std::invalid_argument for averaging_constant outside (0, 1] or min_scale not finite and > 0.
+    explicit FakeQuantize(FakeQuantConfig config) : config_(config) {
+        if (!(config.averaging_constant > 0.0f && config.averaging_constant <= 1.0f))
+            throw std::invalid_argument("lowbit::FakeQuantize: averaging_constant = " +
+                                        detail::float_text(config.averaging_constant) + " must be in (0, 1]");
+        if (!(std::isfinite(config.min_scale) && config.min_scale > 0.0f))
+            throw std::invalid_argument("lowbit::FakeQuantize: min_scale = " + detail::float_text(config.min_scale) +
+                                        " must be finite and > 0");
+    }
+
+    // ---- code range (A3) ----
+    int qmin() const noexcept {
+        if constexpr (!Symmetric) return 0;
+        else return config_.narrow_range ? -((1 << (Bits - 1)) - 1) : -(1 << (Bits - 1));
+    }
+    int qmax() const noexcept {
+        if constexpr (!Symmetric) return (1 << Bits) - 1;
+        else return (1 << (Bits - 1)) - 1;
+    }
+    int num_levels() const noexcept { return qmax() - qmin() + 1; }
+
+    // ---- qparams ----
+    float scale() const noexcept { return scale_; }
+    int zero_point() const noexcept { return zero_point_; }
+    bool is_initialized() const noexcept { return initialized_; }
+    const FakeQuantConfig& config() const noexcept { return config_; }
+    /// The observer's current range (meaningful once has_observed()).
+    float observed_min() const noexcept { return observed_min_; }
+    float observed_max() const noexcept { return observed_max_; }
+    bool has_observed() const noexcept { return observed_; }
+
+    /// Sets the qparams directly (and marks the quantizer initialized). Throws std::invalid_argument for
+    /// a scale that is zero, negative, NaN or infinite, a zero point outside [qmin, qmax], or a non-zero
+    /// zero point on a symmetric quantizer.
+    void set_qparams(float scale, int zero_point) {
+        detail::require_valid_scale("lowbit::FakeQuantize::set_qparams", scale);
+        if (zero_point < qmin() || zero_point > qmax())
+            throw std::invalid_argument("lowbit::FakeQuantize::set_qparams: zero_point = " + std::to_string(zero_point) +
+                                        " is outside [" + std::to_string(qmin()) + ", " + std::to_string(qmax()) + "]");
+        if (Symmetric && zero_point != 0)
+            throw std::invalid_argument("lowbit::FakeQuantize::set_qparams: zero_point = " + std::to_string(zero_point) +
+                                        " must be 0 for a symmetric quantizer");
+        scale_ = scale;
+        zero_point_ = zero_point;
+        initialized_ = true;
+    }
+
+    // ---- calibration (A4) ----
+    void calibrate(std::span<const float> data) {
+        const detail::FiniteRange range = detail::finite_min_max(data.data(), data.size());
+        if (range.found) calibrate_range(range.min, range.max);
+    }
+    template <detail::TensorLike X>
+    void calibrate(const X& data) {
+        const detail::ContiguousInput<X> input(data);
+        calibrate(input.span());
+    }
+    void observe(std::span<const float> data) {
+        const detail::FiniteRange range = detail::finite_min_max(data.data(), data.size());
+        if (range.found) observe_range(range.min, range.max);
+    }
+    template <detail::TensorLike X>
+    void observe(const X& data) {
+        const detail::ContiguousInput<X> input(data);
+        observe(input.span());
+    }
+
+    /// calibrate() from a known finite range (min <= max), e.g. one reduced elsewhere.
+    void calibrate_range(float min, float max) {
+        require_range("lowbit::FakeQuantize::calibrate_range", min, max);
+        observed_min_ = min;
+        observed_max_ = max;
+        observed_ = true;
+        set_from_range(min, max);
+    }
+    /// observe() from the finite range of one batch (min <= max).
+    void observe_range(float min, float max) {
+        require_range("lowbit::FakeQuantize::observe_range", min, max);
+        if (!observed_) {
+            observed_min_ = min;
+            observed_max_ = max;
+            observed_ = true;
+        } else if (config_.observer == Observer::min_max) {
+            observed_min_ = min < observed_min_ ? min : observed_min_;
+            observed_max_ = max > observed_max_ ? max : observed_max_;
+        } else {
+            const float c = config_.averaging_constant;
+            observed_min_ = observed_min_ + c * (min - observed_min_);
+            observed_max_ = observed_max_ + c * (max - observed_max_);
+        }
+        set_from_range(observed_min_, observed_max_);
+    }
+
+    // ---- forward (A5) ----
+    void forward(std::span<const float> x, std::span<float> out) const {
+        detail::require_same_size("lowbit::FakeQuantize::forward", "x", x.size(), "out", out.size());
+        if (config_.rounding == Rounding::stochastic) {
+            UniformStream stream(config_.seed);
+            detail::fake_quantize_forward_stochastic(params(), stream, x.data(), out.data(), x.size());
+        } else {
+            detail::fake_quantize_forward(params(), x.data(), out.data(), x.size());
+        }
+    }
+    /// Rounding::stochastic with the caller's stream (advanced by x.size()); other rules ignore it.
+    void forward(std::span<const float> x, std::span<float> out, UniformStream& stream) const {
+        detail::require_same_size("lowbit::FakeQuantize::forward", "x", x.size(), "out", out.size());
+        if (config_.rounding == Rounding::stochastic)
+            detail::fake_quantize_forward_stochastic(params(), stream, x.data(), out.data(), x.size());
+        else
+            detail::fake_quantize_forward(params(), x.data(), out.data(), x.size());
+    }
+    std::vector<float> forward(std::span<const float> x) const {
+        std::vector<float> out(x.size());
+        forward(x, out);
+        return out;
+    }
+    std::vector<float> forward(std::span<const float> x, UniformStream& stream) const {
+        std::vector<float> out(x.size());
+        forward(x, out, stream);
+        return out;
+    }
+    template <detail::TensorLike X>
+    detail::result_t<X> forward(const X& x) const {
+        return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) { forward(in, out); });
+    }
+    template <detail::TensorLike X>
+    detail::result_t<X> forward(const X& x, UniformStream& stream) const {
+        return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) { forward(in, out, stream); });
+    }
+
+    /// Calibrates on x first if not yet initialized (once), then forward(x). Throws std::invalid_argument
+    /// when the quantizer is uncalibrated and x has no finite value to calibrate on.
+    void forward_with_calibration(std::span<const float> x, std::span<float> out) {
+        calibrate_once(x);
+        forward(x, out);
+    }
+    std::vector<float> forward_with_calibration(std::span<const float> x) {
+        calibrate_once(x);
+        return forward(x);
+    }
+    template <detail::TensorLike X>
+    detail::result_t<X> forward_with_calibration(const X& x) {
+        const detail::ContiguousInput<X> input(x);
+        calibrate_once(input.span());
+        return forward(x);
+    }
+
+    // ---- backward (A6) ----
+    /// Straight-through estimator: the gradient unchanged.
+    void backward(std::span<const float> grad, std::span<float> out) const {
+        detail::require_same_size("lowbit::FakeQuantize::backward", "grad", grad.size(), "out", out.size());
+        if (grad.data() != out.data()) std::copy(grad.begin(), grad.end(), out.begin());
+    }
+    std::vector<float> backward(std::span<const float> grad) const { return {grad.begin(), grad.end()}; }
+    template <detail::TensorLike G>
+    detail::result_t<G> backward(const G& grad) const {
+        return detail::map_tensor(grad, [&](std::span<const float> in, std::span<float> out) { backward(in, out); });
+    }
+
+    /// Clamped STE: grad where the input passes config().gradient_mask, else +0 (NaN inputs never pass).
+    /// Throws std::invalid_argument when grad and input differ in shape.
+    void backward_clamped(std::span<const float> grad, std::span<const float> input, std::span<float> out) const {
+        detail::require_same_size("lowbit::FakeQuantize::backward_clamped", "grad", grad.size(), "input", input.size());
+        detail::require_same_size("lowbit::FakeQuantize::backward_clamped", "grad", grad.size(), "out", out.size());
+        detail::backward_clamped(mask(), grad.data(), input.data(), out.data(), grad.size());
+    }
+    std::vector<float> backward_clamped(std::span<const float> grad, std::span<const float> input) const {
+        std::vector<float> out(grad.size());
+        backward_clamped(grad, input, out);
+        return out;
+    }
+    template <detail::TensorLike G, detail::TensorLike X>
+    detail::result_t<G> backward_clamped(const G& grad, const X& input) const {
+        return detail::map_tensor2(grad, input, "lowbit::FakeQuantize::backward_clamped",
+                                   [&](std::span<const float> g, std::span<const float> x, std::span<float> out) {
+                                       backward_clamped(g, x, out);
+                                   });
+    }
+
+    /// LSQ (Part B 4.5) with this quantizer's quotient and rounding (z added after rounding, as forward;
+    /// stochastic rounds half away from zero here). Per element, q = R(v) + z:
+    ///   q < qmin: dx = 0, ds = g (qmin - z) f;   q > qmax: dx = 0, ds = g (qmax - z) f;
+    ///   else      dx = g, ds = g (y - x) / s f    (y = forward(x); * fl(1/s) in the PyTorch preset)
+    /// f = grad_factor (1/sqrt(numel qmax) for LSQ's gradient scaling). NaN inputs give dx = 0, ds = 0.
+    /// Returns the scale gradient (summed in double, rounded once); writes dx to out.
+    float backward_lsq(std::span<const float> grad, std::span<const float> input, std::span<float> out,
+                       float grad_factor = 1.0f) const {
+        detail::require_same_size("lowbit::FakeQuantize::backward_lsq", "grad", grad.size(), "input", input.size());
+        detail::require_same_size("lowbit::FakeQuantize::backward_lsq", "grad", grad.size(), "out", out.size());
+        detail::FakeQuantParams p = params();
+        if (p.rounding == Rounding::stochastic) p.rounding = Rounding::half_away_from_zero;
+        const float low_step = static_cast<float>(qmin() - zero_point_);
+        const float high_step = static_cast<float>(qmax() - zero_point_);
+        double grad_scale = 0.0;
+        for (std::size_t i = 0; i < grad.size(); ++i) {
+            const float x = input[i];
+            const float quotient = detail::fake_quant_quotient(p, x);
+            const float code = detail::round_deterministic(p.rounding, quotient) + p.zero_point;
+            float ds = 0.0f;
+            if (std::isnan(x)) {
+                out[i] = 0.0f;
+            } else if (code < p.code_min) {
+                out[i] = 0.0f;
+                ds = grad[i] * low_step * grad_factor;
+            } else if (code > p.code_max) {
+                out[i] = 0.0f;
+                ds = grad[i] * high_step * grad_factor;
+            } else {
+                const float y = (code - p.zero_point) * p.scale;
+                const float relative = p.multiply_by_reciprocal ? (y - x) * p.inv_scale : (y - x) / p.scale;
+                ds = grad[i] * relative * grad_factor;
+                out[i] = grad[i];
+            }
+            grad_scale += static_cast<double>(ds);
+        }
+        return static_cast<float>(grad_scale);
+    }
+    LsqGradients<std::vector<float>> backward_lsq(std::span<const float> grad, std::span<const float> input,
+                                                  float grad_factor = 1.0f) const {
+        LsqGradients<std::vector<float>> result;
+        result.grad_input.resize(grad.size());
+        result.grad_scale = backward_lsq(grad, input, result.grad_input, grad_factor);
+        return result;
+    }
+    template <detail::TensorLike G, detail::TensorLike X>
+    LsqGradients<detail::result_t<G>> backward_lsq(const G& grad, const X& input, float grad_factor = 1.0f) const {
+        float grad_scale = 0.0f;
+        auto grad_input = detail::map_tensor2(
+            grad, input, "lowbit::FakeQuantize::backward_lsq",
+            [&](std::span<const float> g, std::span<const float> x, std::span<float> out) {
+                grad_scale = backward_lsq(g, x, out, grad_factor);
+            });
+        return {std::move(grad_input), grad_scale};
+    }
+
+    /// The kernel parameters of the current qparams (for detail code and tests).
+    detail::FakeQuantParams params() const noexcept {
+        detail::FakeQuantParams p;
+        p.scale = scale_;
+        p.inv_scale = 1.0f / scale_;
+        p.zero_point = static_cast<float>(zero_point_);
+        p.code_min = static_cast<float>(qmin());
+        p.code_max = static_cast<float>(qmax());
+        p.multiply_by_reciprocal = config_.multiply_by_reciprocal;
+        p.rounding = config_.rounding;
+        return p;
+    }
+    detail::MaskParams mask() const noexcept {
+        detail::MaskParams m;
+        m.code = params();
+        if (m.code.rounding == Rounding::stochastic) m.code.rounding = Rounding::half_away_from_zero;
+        m.on_rounded_code = config_.gradient_mask == GradientMask::rounded_code;
+        m.low = static_cast<float>(qmin() - zero_point_) * scale_;
+        m.high = static_cast<float>(qmax() - zero_point_) * scale_;
+        return m;
+    }
+
+private:
+    static void require_range(const char* function, float min, float max) {
+        if (!(std::isfinite(min) && std::isfinite(max) && min <= max))
+            throw std::invalid_argument(std::string(function) + ": range [" + detail::float_text(min) + ", " +
+                                        detail::float_text(max) + "] must be finite with min <= max");
+    }
+
+    /// A4: symmetric s = max(|min|, |max|) / qmax, z = 0; asymmetric: widen to contain 0, then
+    /// s = (max - min) / (qmax - qmin), floor s at min_scale, z = clamp(qmin - R(min / s), qmin, qmax).
+    void set_from_range(float min, float max) {
+        float scale = 0.0f;
+        int zero_point = 0;
+        if constexpr (Symmetric) {
+            const float magnitude = std::fmax(std::fabs(min), std::fabs(max));
+            scale = magnitude / static_cast<float>(qmax());
+            if (!(scale >= config_.min_scale)) scale = config_.min_scale;
+        } else {
+            const float low = std::fmin(min, 0.0f);
+            const float high = std::fmax(max, 0.0f);
+            const float levels = static_cast<float>(qmax() - qmin());
+            float width = high - low;
+            scale = std::isfinite(width)
+                        ? width / levels
+                        : static_cast<float>((static_cast<double>(high) - static_cast<double>(low)) / levels);
+            if (!(scale >= config_.min_scale)) scale = config_.min_scale;
+            const Rounding rule =
+                config_.rounding == Rounding::stochastic ? Rounding::half_away_from_zero : config_.rounding;
+            const float code = static_cast<float>(qmin()) - detail::round_deterministic(rule, low / scale);
+            zero_point = static_cast<int>(detail::clamp_code(code, static_cast<float>(qmin()), static_cast<float>(qmax())));
+        }
+        scale_ = scale;
+        zero_point_ = zero_point;
+        initialized_ = true;
+    }
+
+    void calibrate_once(std::span<const float> x) {
+        if (initialized_) return;
+        calibrate(x);
+        if (!initialized_)
+            throw std::invalid_argument(std::string("lowbit::FakeQuantize::forward_with_calibration: ") +
+                                        (x.empty() ? "x is empty" : "x has no finite value (all NaN or Inf)") +
+                                        ", so there is nothing to calibrate on");
+    }
+
+    FakeQuantConfig config_;
+    float scale_ = 1.0f;
+    int zero_point_ = 0;
+    bool initialized_ = false;
+    float observed_min_ = 0.0f;
+    float observed_max_ = 0.0f;
+    bool observed_ = false;
+};
+
+/// Per-channel fake quantization: one scale and zero point per slice along `axis` (default 0: the output
+/// rows of a [out, in] weight matrix), each slice quantized exactly as a FakeQuantize<Bits, Symmetric>
+/// with the same config would (the same observers, rules and errors, per channel).
+///
+/// Span forms read the data as a row-major [channels, size / channels] matrix (channel = slowest
+/// index); calibrate(span, channels) and observe(span, channels) fix the channel count, later span
+/// calls check it. Tensor-like forms take the channel count from the extent along axis(). Fastest when
+/// the channel axis is the slowest-varying one in storage (e.g. axis 0 of a row-major matrix): each
+/// channel is then one contiguous run for the vector kernels; otherwise runs are shorter.
+template <int Bits, bool Symmetric = true>
+class PerChannelFakeQuantize {
+public:
+    using Channel = FakeQuantize<Bits, Symmetric>;
+
+    PerChannelFakeQuantize() : PerChannelFakeQuantize(FakeQuantConfig{}) {}
+    explicit PerChannelFakeQuantize(FakeQuantConfig config, int axis = 0) : prototype_(config), axis_(axis) {
+        if (axis < 0)
+            throw std::invalid_argument("lowbit::PerChannelFakeQuantize: axis = " + std::to_string(axis) +
+                                        " must be >= 0");
+    }
+
+    int axis() const noexcept { return axis_; }
+    std::size_t channels() const noexcept { return channels_.size(); }
+    int qmin() const noexcept { return prototype_.qmin(); }
+    int qmax() const noexcept { return prototype_.qmax(); }
+    int num_levels() const noexcept { return prototype_.num_levels(); }
+    const FakeQuantConfig& config() const noexcept { return prototype_.config(); }
+    /// True once every channel has been calibrated (a channel whose data had no finite value is not).
+    bool is_initialized() const noexcept {
+        if (channels_.empty()) return false;
+        for (const Channel& channel : channels_)
+            if (!channel.is_initialized()) return false;
+        return true;
+    }
+    std::vector<float> scales() const {
+        std::vector<float> result;
+        for (const Channel& channel : channels_) result.push_back(channel.scale());
+        return result;
+    }
+    std::vector<int> zero_points() const {
+        std::vector<int> result;
+        for (const Channel& channel : channels_) result.push_back(channel.zero_point());
+        return result;
+    }
+    /// One quantizer per channel (read-only access, e.g. to its params()).
+    const Channel& channel(std::size_t index) const { return channels_.at(index); }
+
+    /// Sets every channel's qparams (FakeQuantize::set_qparams rules); the sizes fix the channel count.
+    void set_qparams(std::span<const float> scales, std::span<const int> zero_points) {
+        detail::require_same_size("lowbit::PerChannelFakeQuantize::set_qparams", "scales", scales.size(),
+                                  "zero_points", zero_points.size());
+        std::vector<Channel> next(scales.size(), prototype_);
+        for (std::size_t c = 0; c < scales.size(); ++c) next[c].set_qparams(scales[c], zero_points[c]);
+        channels_ = std::move(next);
+    }
+
+    void calibrate(std::span<const float> data, std::size_t channels) { gather(data, row_major_layout(data, channels, "calibrate"), false); }
+    void observe(std::span<const float> data, std::size_t channels) { gather(data, row_major_layout(data, channels, "observe"), true); }
+    template <detail::TensorLike X>
+    void calibrate(const X& data) {
+        const detail::ContiguousInput<X> input(data);
+        gather(input.span(), detail::axis_layout(data, axis_, "lowbit::PerChannelFakeQuantize::calibrate"), false);
+    }
+    template <detail::TensorLike X>
+    void observe(const X& data) {
+        const detail::ContiguousInput<X> input(data);
+        gather(input.span(), detail::axis_layout(data, axis_, "lowbit::PerChannelFakeQuantize::observe"), true);
+    }
+
+    void forward(std::span<const float> x, std::span<float> out) const {
+        detail::require_same_size("lowbit::PerChannelFakeQuantize::forward", "x", x.size(), "out", out.size());
+        run_forward(x, out, row_major_layout(x, channels_or_one(), "forward"));
+    }
+    std::vector<float> forward(std::span<const float> x) const {
+        std::vector<float> out(x.size());
+        forward(x, out);
+        return out;
+    }
+    template <detail::TensorLike X>
+    detail::result_t<X> forward(const X& x) const {
+        const detail::AxisLayout layout = checked_layout(x, "forward");
+        return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) { run_forward(in, out, layout); });
+    }
+    template <detail::TensorLike X>
+    detail::result_t<X> forward_with_calibration(const X& x) {
+        if (!is_initialized()) {
+            calibrate(x);
+            require_calibrated();
+        }
+        return forward(x);
+    }
+    std::vector<float> forward_with_calibration(std::span<const float> x, std::size_t channels) {
+        if (!is_initialized()) {
+            calibrate(x, channels);
+            require_calibrated();
+        }
+        return forward(x);
+    }
+
+    std::vector<float> backward(std::span<const float> grad) const { return {grad.begin(), grad.end()}; }
+    template <detail::TensorLike G>
+    detail::result_t<G> backward(const G& grad) const {
+        return detail::map_tensor(grad, [](std::span<const float> in, std::span<float> out) {
+            std::copy(in.begin(), in.end(), out.begin());
+        });
+    }
+
+    std::vector<float> backward_clamped(std::span<const float> grad, std::span<const float> input) const {
+        detail::require_same_size("lowbit::PerChannelFakeQuantize::backward_clamped", "grad", grad.size(), "input",
+                                  input.size());
+        std::vector<float> out(grad.size());
+        run_backward(grad, input, out, row_major_layout(input, channels_or_one(), "backward_clamped"));
+        return out;
+    }
+    template <detail::TensorLike G, detail::TensorLike X>
+    detail::result_t<G> backward_clamped(const G& grad, const X& input) const {
+        const detail::AxisLayout layout = checked_layout(grad, "backward_clamped");
+        return detail::map_tensor2(grad, input, "lowbit::PerChannelFakeQuantize::backward_clamped",
+                                   [&](std::span<const float> g, std::span<const float> x, std::span<float> out) {
+                                       run_backward(g, x, out, layout);
+                                   });
+    }
+
+    /// LSQ per channel: the input gradient and one scale gradient per channel.
+    template <detail::TensorLike G, detail::TensorLike X>
+    PerChannelLsqGradients<detail::result_t<G>> backward_lsq(const G& grad, const X& input,
+                                                             float grad_factor = 1.0f) const {
+        const detail::AxisLayout layout = checked_layout(grad, "backward_lsq");
+        std::vector<double> sums(channels_.size(), 0.0);
+        auto grad_input = detail::map_tensor2(
+            grad, input, "lowbit::PerChannelFakeQuantize::backward_lsq",
+            [&](std::span<const float> g, std::span<const float> x, std::span<float> out) {
+                for_each_run(g.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
+                    sums[c] += channels_[c].backward_lsq(g.subspan(begin, length), x.subspan(begin, length),
+                                                         out.subspan(begin, length), grad_factor);
+                });
+            });
+        return {std::move(grad_input), std::vector<float>(sums.begin(), sums.end())};
+    }
+
+private:
+    std::size_t channels_or_one() const { return channels_.empty() ? 1 : channels_.size(); }
+
+    detail::AxisLayout row_major_layout(std::span<const float> data, std::size_t channels, const char* what) const {
+        if (channels == 0 || data.size() % channels != 0)
+            throw std::invalid_argument(std::string("lowbit::PerChannelFakeQuantize::") + what + ": " +
+                                        std::to_string(data.size()) + " elements are not a whole number of rows for " +
+                                        std::to_string(channels) + " channels");
+        return {data.size() / channels, channels};
+    }
+
+    template <class X>
+    detail::AxisLayout checked_layout(const X& x, const char* what) const {
+        const std::string function = std::string("lowbit::PerChannelFakeQuantize::") + what;
+        const detail::AxisLayout layout = detail::axis_layout(x, axis_, function.c_str());
+        if (!channels_.empty() && layout.extent != channels_.size())
+            throw std::invalid_argument(function + ": the input has " + std::to_string(layout.extent) +
+                                        " channels along axis " + std::to_string(axis_) + " but the quantizer has " +
+                                        std::to_string(channels_.size()));
+        return layout;
+    }
+
+    void require_calibrated() const {
+        if (!is_initialized())
+            throw std::invalid_argument(
+                "lowbit::PerChannelFakeQuantize::forward_with_calibration: some channel has no finite value to "
+                "calibrate on");
+    }
+
+    /// Calls body(begin, length, channel) for every contiguous run of one channel.
+    template <class Body>
+    static void for_each_run(std::size_t size, const detail::AxisLayout& layout, Body&& body) {
+        if (layout.extent == 0 || layout.stride == 0) return;
+        for (std::size_t begin = 0; begin < size; begin += layout.stride)
+            body(begin, std::min(layout.stride, size - begin), (begin / layout.stride) % layout.extent);
+    }
+
+    void gather(std::span<const float> data, const detail::AxisLayout& layout, bool observing) {
+        if (channels_.size() != layout.extent) {
+            if (observing && !channels_.empty())
+                throw std::invalid_argument("lowbit::PerChannelFakeQuantize::observe: the data has " +
+                                            std::to_string(layout.extent) + " channels but the quantizer has " +
+                                            std::to_string(channels_.size()));
+            channels_.assign(layout.extent, prototype_);
+        }
+        std::vector<detail::FiniteRange> ranges(layout.extent);
+        for_each_run(data.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
+            const detail::FiniteRange run = detail::finite_min_max(data.data() + begin, length);
+            if (!run.found) return;
+            detail::FiniteRange& range = ranges[c];
+            if (!range.found) {
+                range = run;
+            } else {
+                range.min = std::min(range.min, run.min);
+                range.max = std::max(range.max, run.max);
+            }
+        });
+        for (std::size_t c = 0; c < layout.extent; ++c) {
+            if (!ranges[c].found) continue;
+            if (observing) channels_[c].observe_range(ranges[c].min, ranges[c].max);
+            else channels_[c].calibrate_range(ranges[c].min, ranges[c].max);
+        }
+    }
+
+    void run_forward(std::span<const float> x, std::span<float> out, const detail::AxisLayout& layout) const {
+        if (channels_.empty()) {  // uncalibrated: scale 1, zero point 0 (as FakeQuantize)
+            prototype_.forward(x, out);
+            return;
+        }
+        for_each_run(x.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
+            channels_[c].forward(x.subspan(begin, length), out.subspan(begin, length));
+        });
+    }
+
+    void run_backward(std::span<const float> grad, std::span<const float> x, std::span<float> out,
+                      const detail::AxisLayout& layout) const {
+        if (channels_.empty()) {
+            prototype_.backward_clamped(grad, x, out);
+            return;
+        }
+        for_each_run(x.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
+            channels_[c].backward_clamped(grad.subspan(begin, length), x.subspan(begin, length),
+                                          out.subspan(begin, length));
+        });
+    }
+
+    Channel prototype_;
+    int axis_ = 0;
+    std::vector<Channel> channels_;
+};
+
+}  // namespace lowbit

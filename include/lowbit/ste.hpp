@@ -1,0 +1,127 @@
+// Straight-through-estimator free functions (semantics.md A7, the seed's ste.rs):
+//   ste_forward(x, s, lo, hi) = clamp(R(x / s), lo, hi) * s     R: Rounding, default half away from zero
+//   ternary_ste(x, s) = ste_forward(x, s, -1, 1);  int8_ste(x, s) = ste_forward(x, s, -127, 127)
+//   ste_backward(g) = g, really the identity (unlike the seed, whose autograd stops at round)
+// NaN stays NaN; +-Inf saturate to lo * s, hi * s; a zero result is +0. Rounding::stochastic draws u from
+// a fresh UniformStream(0), or from the caller's stream in the overloads that take one.
+// Errors (std::invalid_argument): scale zero, negative, NaN or infinite; min_val > max_val or NaN bounds;
+// x and out of different sizes.
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "detail/elementwise.hpp"
+#include "detail/tensor_like.hpp"
+#include "fake_quantize.hpp"
+#include "rounding.hpp"
+
+namespace lowbit {
+
+namespace detail {
+
+inline FakeQuantParams ste_params(const char* function, float scale, float min_val, float max_val, Rounding rounding) {
+    require_valid_scale(function, scale);
+    if (!(min_val <= max_val))
+        throw std::invalid_argument(std::string(function) + ": min_val = " + float_text(min_val) +
+                                    " must be <= max_val = " + float_text(max_val));
+    FakeQuantParams params;
+    params.scale = scale;
+    params.inv_scale = 1.0f / scale;
+    params.zero_point = 0.0f;
+    params.code_min = min_val;
+    params.code_max = max_val;
+    params.multiply_by_reciprocal = false;
+    params.rounding = rounding;
+    return params;
+}
+
+inline void ste_run(const FakeQuantParams& params, UniformStream* stream, std::span<const float> x, std::span<float> out) {
+    require_same_size("lowbit::ste_forward", "x", x.size(), "out", out.size());
+    if (params.rounding == Rounding::stochastic) {
+        UniformStream fresh;
+        fake_quantize_forward_stochastic(params, stream != nullptr ? *stream : fresh, x.data(), out.data(), x.size());
+    } else {
+        fake_quantize_forward(params, x.data(), out.data(), x.size());
+    }
+}
+
+}  // namespace detail
+
+/// out = clamp(R(x / scale), min_val, max_val) * scale.
+inline void ste_forward(std::span<const float> x, std::span<float> out, float scale, float min_val, float max_val,
+                        Rounding rounding = Rounding::half_away_from_zero) {
+    detail::ste_run(detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding), nullptr, x, out);
+}
+/// Stochastic rounding with the caller's stream (advanced by x.size()).
+inline void ste_forward(std::span<const float> x, std::span<float> out, float scale, float min_val, float max_val,
+                        UniformStream& stream) {
+    detail::ste_run(detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic), &stream,
+                    x, out);
+}
+inline std::vector<float> ste_forward(std::span<const float> x, float scale, float min_val, float max_val,
+                                      Rounding rounding = Rounding::half_away_from_zero) {
+    std::vector<float> out(x.size());
+    ste_forward(x, out, scale, min_val, max_val, rounding);
+    return out;
+}
+template <detail::TensorLike X>
+detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float max_val,
+                                Rounding rounding = Rounding::half_away_from_zero) {
+    const detail::FakeQuantParams params = detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding);
+    return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
+        detail::ste_run(params, nullptr, in, out);
+    });
+}
+template <detail::TensorLike X>
+detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float max_val, UniformStream& stream) {
+    const detail::FakeQuantParams params =
+        detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic);
+    return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
+        detail::ste_run(params, &stream, in, out);
+    });
+}
+
+/// The STE gradient: grad unchanged.
+inline void ste_backward(std::span<const float> grad, std::span<float> out) {
+    detail::require_same_size("lowbit::ste_backward", "grad", grad.size(), "out", out.size());
+    if (grad.data() != out.data()) std::copy(grad.begin(), grad.end(), out.begin());
+}
+inline std::vector<float> ste_backward(std::span<const float> grad) { return {grad.begin(), grad.end()}; }
+template <detail::TensorLike G>
+detail::result_t<G> ste_backward(const G& grad) {
+    return detail::map_tensor(grad, [](std::span<const float> in, std::span<float> out) { ste_backward(in, out); });
+}
+
+/// Ternary STE: codes in {-1, 0, 1} (scale typically the absmean of the weights).
+inline void ternary_ste(std::span<const float> x, std::span<float> out, float scale,
+                        Rounding rounding = Rounding::half_away_from_zero) {
+    ste_forward(x, out, scale, -1.0f, 1.0f, rounding);
+}
+inline std::vector<float> ternary_ste(std::span<const float> x, float scale,
+                                      Rounding rounding = Rounding::half_away_from_zero) {
+    return ste_forward(x, scale, -1.0f, 1.0f, rounding);
+}
+template <detail::TensorLike X>
+detail::result_t<X> ternary_ste(const X& x, float scale, Rounding rounding = Rounding::half_away_from_zero) {
+    return ste_forward(x, scale, -1.0f, 1.0f, rounding);
+}
+
+/// int8 STE: codes in [-127, 127] (scale typically absmax / 127).
+inline void int8_ste(std::span<const float> x, std::span<float> out, float scale,
+                     Rounding rounding = Rounding::half_away_from_zero) {
+    ste_forward(x, out, scale, -127.0f, 127.0f, rounding);
+}
+inline std::vector<float> int8_ste(std::span<const float> x, float scale,
+                                   Rounding rounding = Rounding::half_away_from_zero) {
+    return ste_forward(x, scale, -127.0f, 127.0f, rounding);
+}
+template <detail::TensorLike X>
+detail::result_t<X> int8_ste(const X& x, float scale, Rounding rounding = Rounding::half_away_from_zero) {
+    return ste_forward(x, scale, -127.0f, 127.0f, rounding);
+}
+
+}  // namespace lowbit
