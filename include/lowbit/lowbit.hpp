@@ -12,3 +12,4 @@
 #include "bitnet.hpp"
 #include "quantized_matrix.hpp"
 #include "quantized_linear.hpp"
+#include "group_fake_quantize.hpp"

@@ -1,0 +1,55 @@
+// GroupFakeQuantize: the training-time twin of QuantizedLinear's weight format.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "quantized_matrix.hpp"
+
+namespace lowbit {
+
+/// Group-wise fake quantization of a weight matrix w [out, in] in exactly the format QuantizedLinear
+/// deploys (MLX affine, semantics.md A9): forward(w) is dequantize(quantize<GroupSize, Bits>(w)) bit for
+/// bit, so a model trained through it and converted with QuantizedLinear::from_linear computes what
+/// training computed (up to float summation order in the matmul).
+///
+/// backward(grad, w) is the straight-through estimator: the gradient passes unchanged. No mask is
+/// needed: every group's grid spans that group's own [min, max] (the far end is clipped by at most one
+/// step, see quantize), so no weight lies in a saturated region the way activations can.
+///
+/// Errors (std::invalid_argument): those of quantize (empty w, in % GroupSize != 0, NaN/Inf naming row
+/// and column); a grad whose shape differs from w's.
+template <int GroupSize = 64, int Bits = 4>
+class GroupFakeQuantize {
+    static_assert(is_supported_quantization<GroupSize, Bits>,
+                  "lowbit::GroupFakeQuantize supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+
+public:
+    static constexpr int group_size = GroupSize;
+    static constexpr int bits = Bits;
+
+    /// w [out, in] (any float dense expression) -> dequantize(quantize(w)) [out, in].
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& w) const {
+        return dequantize(quantize<GroupSize, Bits>(w));
+    }
+
+    /// Straight-through gradient with respect to w: grad itself, after checking it has w's shape.
+    template <class GradDerived, class WeightDerived>
+    RowMatrixXf backward(const Eigen::MatrixBase<GradDerived>& grad, const Eigen::MatrixBase<WeightDerived>& w) const {
+        static_assert(std::is_same_v<typename GradDerived::Scalar, float> &&
+                          std::is_same_v<typename WeightDerived::Scalar, float>,
+                      "lowbit::GroupFakeQuantize::backward takes float matrices");
+        if (grad.rows() != w.rows() || grad.cols() != w.cols()) {
+            throw std::invalid_argument("lowbit::GroupFakeQuantize::backward: grad is " + std::to_string(grad.rows()) +
+                                        "x" + std::to_string(grad.cols()) + " but w is " + std::to_string(w.rows()) +
+                                        "x" + std::to_string(w.cols()));
+        }
+        return grad;
+    }
+};
+
+}  // namespace lowbit
