@@ -209,6 +209,7 @@ int main(int argc, char** argv) {
         Registry registry(options);
         add_bandwidth_cases(registry);
         add_eigen_cases(registry);
+        add_fake_quant_cases(registry);
 
         const std::vector<const Case*> selected = select(registry.cases(), options);
         std::printf("lowbit-bench %d.%d.%d: %zu cases, threads 1..%d%s; median of repeats after a warm-up, "

@@ -369,13 +369,12 @@ public:
     detail::FakeQuantParams params() const noexcept {
         detail::FakeQuantParams p;
         p.scale = scale_;
-        p.inv_scale = 1.0f / scale_;
         p.zero_point = static_cast<float>(zero_point_);
         p.code_min = static_cast<float>(qmin());
         p.code_max = static_cast<float>(qmax());
         p.multiply_by_reciprocal = config_.multiply_by_reciprocal;
         p.rounding = config_.rounding;
-        return p;
+        return p.finish();
     }
     detail::MaskParams mask() const noexcept {
         detail::MaskParams m;
