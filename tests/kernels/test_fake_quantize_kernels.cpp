@@ -29,7 +29,7 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 
 /// Equal bits, or both NaN.
-bool same_float(float a, float b) {
+[[maybe_unused]] bool same_float(float a, float b) {
     if (std::isnan(a) && std::isnan(b)) return true;
     return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
 }
@@ -43,7 +43,7 @@ long first_difference(const std::vector<float>& a, const std::vector<float>& b) 
 }
 
 /// The special values every data set mixes in.
-std::vector<float> special_values(float scale) {
+[[maybe_unused]] std::vector<float> special_values(float scale) {
     const float denorm = std::numeric_limits<float>::denorm_min();
     return {nan,   -nan,  inf,    -inf,   0.0f,    -0.0f,   denorm,  -denorm, 1e-40f,  -1e-40f,
             std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
@@ -53,7 +53,7 @@ std::vector<float> special_values(float scale) {
 
 /// x values: uniform over a little more than the code range, exact and near ties k + 0.5 (in units of
 /// s), the range ends and specials; `tie_fraction` of them ties.
-std::vector<float> make_inputs(std::mt19937_64& rng, std::size_t count, const detail::FakeQuantParams& params) {
+[[maybe_unused]] std::vector<float> make_inputs(std::mt19937_64& rng, std::size_t count, const detail::FakeQuantParams& params) {
     std::uniform_real_distribution<float> code(params.code_min - 3.0f, params.code_max + 3.0f);
     std::uniform_int_distribution<int> kind(0, 9);
     const std::vector<float> specials = special_values(params.scale);
@@ -77,7 +77,7 @@ struct ParamCase {
 
 /// Symmetric and asymmetric ranges, both quotients, both deterministic roundings, ordinary, power-of-two
 /// (exact ties), tiny (1/s overflows: plain division) and huge (1/s denormal) scales.
-std::vector<ParamCase> param_cases() {
+[[maybe_unused]] std::vector<ParamCase> param_cases() {
     std::vector<ParamCase> cases;
     struct Range {
         float min, max, zero;
@@ -114,7 +114,7 @@ std::vector<ParamCase> param_cases() {
     return cases;
 }
 
-detail::MaskParams band_mask(const detail::FakeQuantParams& params) {
+[[maybe_unused]] detail::MaskParams band_mask(const detail::FakeQuantParams& params) {
     detail::MaskParams mask;
     mask.code = params;
     mask.low = (params.code_min - params.zero_point) * params.scale;
@@ -123,7 +123,7 @@ detail::MaskParams band_mask(const detail::FakeQuantParams& params) {
 }
 
 /// The quotients the kernels can use for params (divide also through the checked reciprocal path).
-std::vector<kernels::Quotient> quotients_for(const detail::FakeQuantParams& params) {
+[[maybe_unused]] std::vector<kernels::Quotient> quotients_for(const detail::FakeQuantParams& params) {
     if (params.multiply_by_reciprocal) return {kernels::Quotient::multiply};
     std::vector<kernels::Quotient> result{kernels::Quotient::divide};
     if (kernels::reciprocal_check_applies(params)) result.push_back(kernels::Quotient::divide_checked);

@@ -287,9 +287,18 @@ inline FiniteRange finite_min_max(const float* in, std::size_t count) noexcept {
         std::memcpy(buffer, in + i, (count - i) * sizeof(float));
         fold(batch::load_aligned(buffer));
     }
+    // Horizontal reduction through memory, once per call (xsimd 13's AVX-512 reduce_min/max trips the
+    // GCC 12 -Wuninitialized warning inside _mm512_permutexvar_ps; see simd::trunc).
+    alignas(Arch::alignment()) float low_lanes[lanes];
+    alignas(Arch::alignment()) float high_lanes[lanes];
+    low.store_aligned(low_lanes);
+    high.store_aligned(high_lanes);
+    float min = low_lanes[0], max = high_lanes[0];
+    for (std::size_t lane = 1; lane < lanes; ++lane) {
+        min = low_lanes[lane] < min ? low_lanes[lane] : min;
+        max = high_lanes[lane] > max ? high_lanes[lane] : max;
+    }
     FiniteRange range;
-    const float min = simd::reduce_min(low);
-    const float max = simd::reduce_max(high);
     if (!(min <= max)) return range;
     range.min = min + 0.0f;
     range.max = max + 0.0f;
