@@ -61,6 +61,7 @@ inline void keep(float value) { keep(&value); }
 // Case files. Each adds its cases in the order they should print.
 void add_bandwidth_cases(Registry& registry);
 void add_eigen_cases(Registry& registry);
+void add_fake_quant_cases(Registry& registry);
 void add_quantized_matmul_cases(Registry& registry);
 
 }  // namespace lowbit::bench

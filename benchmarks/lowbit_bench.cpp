@@ -209,6 +209,7 @@ int main(int argc, char** argv) {
         Registry registry(options);
         add_bandwidth_cases(registry);
         add_eigen_cases(registry);
+        add_fake_quant_cases(registry);
         add_quantized_matmul_cases(registry);
 
         const std::vector<const Case*> selected = select(registry.cases(), options);

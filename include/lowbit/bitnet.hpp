@@ -19,6 +19,7 @@
 //   Int8Activations::codes  int8  [rows, cols];  Int8Activations::scales float [rows]
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -231,6 +232,15 @@ typename Derived::PlainObject fake_quantize_ternary_per_tensor(const Eigen::Dens
     return result;
 }
 
+/// Span forms of the training quantizers: out (row-major [rows, cols], the size of w) = dequantize(quantize(w)).
+inline void fake_quantize_ternary(std::span<const float> weights, std::span<float> out, Eigen::Index rows,
+                                  Eigen::Index cols, int group_size = 64,
+                                  Rounding rounding = Rounding::half_away_from_zero) {
+    detail::require_same_size("lowbit::fake_quantize_ternary", "weights", weights.size(), "out", out.size());
+    const FloatRowMajor result = quantize_ternary(weights, rows, cols, group_size, rounding).dequantize();
+    std::copy(result.data(), result.data() + result.size(), out.begin());
+}
+
 /// Per-token (row) absmax int8 quantization of a row-major [rows, cols] span.
 inline Int8Activations quantize_activations_int8(std::span<const float> x, Eigen::Index rows, Eigen::Index cols,
                                                  Rounding rounding = Rounding::half_away_from_zero) {
@@ -241,6 +251,13 @@ Int8Activations quantize_activations_int8(const Eigen::DenseBase<Derived>& x,
                                           Rounding rounding = Rounding::half_away_from_zero) {
     const detail::RowMajorInput<Derived> input(x.derived());
     return quantize_activations_int8(input.span(), x.rows(), x.cols(), rounding);
+}
+
+inline void fake_quantize_activations_int8(std::span<const float> x, std::span<float> out, Eigen::Index rows,
+                                           Eigen::Index cols, Rounding rounding = Rounding::half_away_from_zero) {
+    detail::require_same_size("lowbit::fake_quantize_activations_int8", "x", x.size(), "out", out.size());
+    const FloatRowMajor result = quantize_activations_int8(x, rows, cols, rounding).dequantize();
+    std::copy(result.data(), result.data() + result.size(), out.begin());
 }
 
 /// Training form of the activation quantizer: per-row quantize then dequantize, same shape and type.

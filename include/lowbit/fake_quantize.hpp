@@ -369,13 +369,12 @@ public:
     detail::FakeQuantParams params() const noexcept {
         detail::FakeQuantParams p;
         p.scale = scale_;
-        p.inv_scale = 1.0f / scale_;
         p.zero_point = static_cast<float>(zero_point_);
         p.code_min = static_cast<float>(qmin());
         p.code_max = static_cast<float>(qmax());
         p.multiply_by_reciprocal = config_.multiply_by_reciprocal;
         p.rounding = config_.rounding;
-        return p;
+        return p.finish();
     }
     detail::MaskParams mask() const noexcept {
         detail::MaskParams m;
@@ -547,11 +546,16 @@ public:
         });
     }
 
-    std::vector<float> backward_clamped(std::span<const float> grad, std::span<const float> input) const {
+    void backward_clamped(std::span<const float> grad, std::span<const float> input, std::span<float> out) const {
         detail::require_same_size("lowbit::PerChannelFakeQuantize::backward_clamped", "grad", grad.size(), "input",
                                   input.size());
-        std::vector<float> out(grad.size());
+        detail::require_same_size("lowbit::PerChannelFakeQuantize::backward_clamped", "grad", grad.size(), "out",
+                                  out.size());
         run_backward(grad, input, out, row_major_layout(input, channels_or_one(), "backward_clamped"));
+    }
+    std::vector<float> backward_clamped(std::span<const float> grad, std::span<const float> input) const {
+        std::vector<float> out(grad.size());
+        backward_clamped(grad, input, out);
         return out;
     }
     template <detail::TensorLike G, detail::TensorLike X>

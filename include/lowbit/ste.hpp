@@ -30,13 +30,12 @@ inline FakeQuantParams ste_params(const char* function, float scale, float min_v
                                     " must be <= max_val = " + float_text(max_val));
     FakeQuantParams params;
     params.scale = scale;
-    params.inv_scale = 1.0f / scale;
     params.zero_point = 0.0f;
     params.code_min = min_val;
     params.code_max = max_val;
     params.multiply_by_reciprocal = false;
     params.rounding = rounding;
-    return params;
+    return params.finish();
 }
 
 inline void ste_run(const FakeQuantParams& params, UniformStream* stream, std::span<const float> x, std::span<float> out) {

@@ -112,3 +112,18 @@ TEST_CASE("BitNet bad input", "[bitnet][errors]") {
     CHECK_THROWS_WITH(lowbit::quantize_activations_int8(w, 3, 4, Rounding::stochastic),
                       ContainsSubstring("rounding = stochastic is not supported"));
 }
+
+TEST_CASE("BitNet span forms equal the Eigen forms", "[bitnet]") {
+    auto rng = lowbit::test::make_rng(601);
+    const std::vector<float> w = lowbit::test::uniform_floats(rng, 4 * 64, -1.0f, 1.0f);
+    std::vector<float> out(w.size());
+    lowbit::fake_quantize_ternary(w, out, 4, 64, 32);
+    const lowbit::FloatRowMajor map = Eigen::Map<const lowbit::FloatRowMajor>(w.data(), 4, 64);
+    const lowbit::FloatRowMajor expected = lowbit::fake_quantize_ternary(map, 32);
+    for (std::size_t i = 0; i < w.size(); ++i) CHECK(out[i] == expected.data()[i]);
+    lowbit::fake_quantize_activations_int8(w, out, 4, 64);
+    const lowbit::FloatRowMajor expected_x = lowbit::fake_quantize_activations_int8(map);
+    for (std::size_t i = 0; i < w.size(); ++i) CHECK(out[i] == expected_x.data()[i]);
+    std::vector<float> short_out(3);
+    CHECK_THROWS_AS(lowbit::fake_quantize_ternary(w, short_out, 4, 64), std::invalid_argument);
+}

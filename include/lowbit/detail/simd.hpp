@@ -145,6 +145,35 @@ inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& valu
     }
 }
 
+/// xsimd::max / xsimd::min with x86 semantics kept explicit: the result is `second` wherever the lanes
+/// compare equal or either is NaN (maxps/minps; lowbit's clamps rely on it). On AVX-512 the masked form
+/// avoids the same GCC 12 warning as trunc above.
+template <class Arch>
+inline xsimd::batch<float, Arch> max(const xsimd::batch<float, Arch>& first,
+                                     const xsimd::batch<float, Arch>& second) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        return _mm512_mask_max_ps(first, static_cast<__mmask16>(0xFFFF), first, second);
+    } else
+#endif
+    {
+        return xsimd::max(first, second);
+    }
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first,
+                                     const xsimd::batch<float, Arch>& second) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        return _mm512_mask_min_ps(first, static_cast<__mmask16>(0xFFFF), first, second);
+    } else
+#endif
+    {
+        return xsimd::min(first, second);
+    }
+}
+
 /// Stores a batch to `aligned_address` (Arch::alignment()-aligned) with a non-temporal (streaming)
 /// store where the instruction set has one (x86 SSE2 / AVX / AVX-512: movntps), else an aligned store.
 /// Neither xsimd 8.1 nor 13 exposes streaming stores, hence the intrinsics here. Call stream_fence()

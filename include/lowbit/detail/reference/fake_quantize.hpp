@@ -3,6 +3,7 @@
 // (NaN lanes: any NaN).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 #include "../../rounding.hpp"
@@ -11,24 +12,40 @@ namespace lowbit::detail {
 
 /// One fake-quant pass, every value a float so kernels need no conversions:
 ///   v = x / s            (or x * fl(1/s) when multiply_by_reciprocal: PyTorch)
-///   q = R(v) + z         (z added after rounding, A5; exact while |R(v)| < 2^24, else clamped anyway)
-///   y = (clamp(q, qmin, qmax) - z) * s
-/// NaN stays NaN (the clamp lets it through); +-Inf saturate to the range ends. A zero code
-/// dequantizes to +0 (integer semantics, as PyTorch). The STE functions are the same pass with z = 0
-/// and [qmin, qmax] = [min_val, max_val].
+///   r = R(clamp(v, clamp_low, clamp_high))     clamp_low = floor(qmin) - z, clamp_high = ceil(qmax) - z
+///   r = clamp(r, qmin, qmax)                   only when outer_clamp (non-integer STE bounds, z = 0)
+///   y = (r + 0) * s
+/// For integer qmin, qmax, z this is A5's y = (clamp(R(v) + z, qmin, qmax) - z) * s exactly: rounding is
+/// monotone and fixes integers, so clamping to integer bounds commutes with it, and z is exact. Clamping
+/// first saves the zero-point add and subtract. NaN stays NaN (the clamp lets it through); +-Inf
+/// saturate to the range ends; the "+ 0" makes a zero result +0 (integer semantics, as PyTorch). The STE
+/// functions are the same pass with z = 0 and [qmin, qmax] = [min_val, max_val].
 struct FakeQuantParams {
     float scale = 1.0f;      ///< s, finite and > 0 (checked by the public entry points)
     float inv_scale = 1.0f;  ///< fl(1 / s); read only when multiply_by_reciprocal
     float zero_point = 0.0f; ///< z, an integer inside [code_min, code_max]
     float code_min = -127.0f;
     float code_max = 127.0f;
+    float clamp_low = -127.0f;   ///< floor(code_min) - z (set by finish())
+    float clamp_high = 127.0f;   ///< ceil(code_max) - z
+    bool outer_clamp = false;    ///< code_min or code_max is not an integer (STE bounds only; z = 0)
     bool multiply_by_reciprocal = false;
     Rounding rounding = Rounding::half_away_from_zero;  ///< kernels take the two deterministic rules
+
+    /// Fills the derived fields from scale, code_min, code_max and zero_point.
+    FakeQuantParams& finish() noexcept {
+        inv_scale = 1.0f / scale;
+        clamp_low = std::floor(code_min) - zero_point;
+        clamp_high = std::ceil(code_max) - zero_point;
+        outer_clamp = std::floor(code_min) != code_min || std::ceil(code_max) != code_max;
+        return *this;
+    }
 };
 
 /// Pass band of backward_clamped (A6): dx = g where the element passes, else +0.
 ///   raw band (default):  low <= x <= high, inclusive, NaN fails; low = (qmin - z) * s, high = (qmax - z) * s
-///   rounded code (PyTorch): qmin <= R(v) + z <= qmax with v, R, z from `code`; NaN fails
+///   rounded code (PyTorch): qmin <= R(v) + z <= qmax with v, R, z from `code`, evaluated as
+///                           clamp_low <= R(v) <= clamp_high (the same for integer z); NaN fails
 struct MaskParams {
     bool on_rounded_code = false;
     float low = 0.0f;
@@ -48,10 +65,15 @@ inline float fake_quant_quotient(const FakeQuantParams& params, float x) noexcep
     return params.multiply_by_reciprocal ? x * params.inv_scale : x / params.scale;
 }
 
-/// y from an already rounded code (the shared tail of every rounding rule).
+/// v clamped to the code range (before rounding).
+inline float fake_quant_clamped(const FakeQuantParams& params, float x) noexcept {
+    return clamp_code(fake_quant_quotient(params, x), params.clamp_low, params.clamp_high);
+}
+
+/// y from the rounded clamped code (the shared tail of every rounding rule).
 inline float fake_quant_dequantize(const FakeQuantParams& params, float rounded) noexcept {
-    const float shifted = rounded + params.zero_point;
-    return (clamp_code(shifted, params.code_min, params.code_max) - params.zero_point) * params.scale;
+    if (params.outer_clamp) rounded = clamp_code(rounded, params.code_min, params.code_max);
+    return (rounded + 0.0f) * params.scale;
 }
 
 namespace reference {
@@ -59,7 +81,7 @@ namespace reference {
 /// out[i] = fake-quant of in[i] under a deterministic rounding rule. in and out may alias exactly.
 inline void fake_quantize_forward(const FakeQuantParams& params, const float* in, float* out, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
-        const float rounded = round_deterministic(params.rounding, fake_quant_quotient(params, in[i]));
+        const float rounded = round_deterministic(params.rounding, fake_quant_clamped(params, in[i]));
         out[i] = fake_quant_dequantize(params, rounded);
     }
 }
@@ -70,16 +92,15 @@ inline void fake_quantize_forward_stochastic(const FakeQuantParams& params, cons
                                              std::size_t first_index, const float* in, float* out,
                                              std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
-        const float rounded = round_stochastic(fake_quant_quotient(params, in[i]), stream.uniform(first_index + i));
+        const float rounded = round_stochastic(fake_quant_clamped(params, in[i]), stream.uniform(first_index + i));
         out[i] = fake_quant_dequantize(params, rounded);
     }
 }
 
 inline bool passes_mask(const MaskParams& mask, float x) noexcept {
     if (!mask.on_rounded_code) return mask.low <= x && x <= mask.high;
-    const float code =
-        round_deterministic(mask.code.rounding, fake_quant_quotient(mask.code, x)) + mask.code.zero_point;
-    return mask.code.code_min <= code && code <= mask.code.code_max;
+    const float code = round_deterministic(mask.code.rounding, fake_quant_quotient(mask.code, x));
+    return mask.code.clamp_low <= code && code <= mask.code.clamp_high;
 }
 
 /// out[i] = passes(input[i]) ? grad[i] : +0.
