@@ -4,6 +4,7 @@
 #include <string>
 
 #include <Eigen/Core>
+#include <lowbit/matrix_types.hpp>
 
 #include "harness.hpp"
 #include "shapes.hpp"
@@ -22,7 +23,7 @@ void add_eigen_cases(Registry& registry) {
             c.slow = shape.slow();
             c.bandwidth_of = shape.m == 1 ? "bandwidth read dram" : "";
             c.prepare = [shape]() -> Runner {
-                using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+                using RowMatrix = lowbit::RowMatrixXf;
                 auto w = std::make_shared<RowMatrix>(RowMatrix::Random(shape.n, shape.k));
                 auto x = std::make_shared<RowMatrix>(RowMatrix::Random(shape.m, shape.k));
                 auto out = std::make_shared<RowMatrix>(shape.m, shape.n);

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include <Eigen/Core>
+#include <lowbit/matrix_types.hpp>
 
 namespace fashion_mnist {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatrix = lowbit::RowMatrixXf;
 
 inline constexpr int image_side = 28;
 inline constexpr int pixels = image_side * image_side;  // 784

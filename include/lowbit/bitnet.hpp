@@ -32,23 +32,22 @@
 
 #include "detail/tensor_like.hpp"
 #include "fake_quantize.hpp"
+#include "matrix_types.hpp"
 #include "rounding.hpp"
 
 namespace lowbit {
 
-using Int8RowMajor = Eigen::Matrix<std::int8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using FloatRowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 /// Ternary weights with their absmean scales (layout above).
 struct TernaryWeights {
-    Int8RowMajor codes;
-    FloatRowMajor scales;
+    RowMatrixXi8 codes;
+    RowMatrixXf scales;
     int group_size = 64;  ///< columns per scale; equals cols for per-tensor quantization (scales 1 x 1)
     bool per_tensor = false;
 
     /// codes * scale, [rows, cols].
-    FloatRowMajor dequantize() const {
-        FloatRowMajor weights(codes.rows(), codes.cols());
+    RowMatrixXf dequantize() const {
+        RowMatrixXf weights(codes.rows(), codes.cols());
         for (Eigen::Index r = 0; r < codes.rows(); ++r)
             for (Eigen::Index c = 0; c < codes.cols(); ++c) {
                 const float scale = per_tensor ? scales(0, 0) : scales(r, c / group_size);
@@ -60,12 +59,12 @@ struct TernaryWeights {
 
 /// Per-row int8 activations with their absmax scales (layout above).
 struct Int8Activations {
-    Int8RowMajor codes;
+    RowMatrixXi8 codes;
     Eigen::VectorXf scales;
 
     /// codes * scale of the row, [rows, cols].
-    FloatRowMajor dequantize() const {
-        FloatRowMajor values(codes.rows(), codes.cols());
+    RowMatrixXf dequantize() const {
+        RowMatrixXf values(codes.rows(), codes.cols());
         for (Eigen::Index r = 0; r < codes.rows(); ++r)
             for (Eigen::Index c = 0; c < codes.cols(); ++c) values(r, c) = static_cast<float>(codes(r, c)) * scales(r);
         return values;
@@ -109,7 +108,7 @@ inline std::int8_t symmetric_code(float x, float scale, float limit, Rounding ro
 
 /// Row-major [rows, cols] copy of an Eigen dense matrix (borrowed when it already is one).
 template <class Derived>
-using RowMajorInput = ContiguousInput<Derived, FloatRowMajor>;
+using RowMajorInput = ContiguousInput<Derived, RowMatrixXf>;
 
 inline TernaryWeights quantize_ternary_rows(std::span<const float> weights, Eigen::Index rows, Eigen::Index cols,
                                             int group_size, bool per_tensor, Rounding rounding, const char* function) {
@@ -237,7 +236,7 @@ inline void fake_quantize_ternary(std::span<const float> weights, std::span<floa
                                   Eigen::Index cols, int group_size = 64,
                                   Rounding rounding = Rounding::half_away_from_zero) {
     detail::require_same_size("lowbit::fake_quantize_ternary", "weights", weights.size(), "out", out.size());
-    const FloatRowMajor result = quantize_ternary(weights, rows, cols, group_size, rounding).dequantize();
+    const RowMatrixXf result = quantize_ternary(weights, rows, cols, group_size, rounding).dequantize();
     std::copy(result.data(), result.data() + result.size(), out.begin());
 }
 
@@ -256,7 +255,7 @@ Int8Activations quantize_activations_int8(const Eigen::DenseBase<Derived>& x,
 inline void fake_quantize_activations_int8(std::span<const float> x, std::span<float> out, Eigen::Index rows,
                                            Eigen::Index cols, Rounding rounding = Rounding::half_away_from_zero) {
     detail::require_same_size("lowbit::fake_quantize_activations_int8", "x", x.size(), "out", out.size());
-    const FloatRowMajor result = quantize_activations_int8(x, rows, cols, rounding).dequantize();
+    const RowMatrixXf result = quantize_activations_int8(x, rows, cols, rounding).dequantize();
     std::copy(result.data(), result.data() + result.size(), out.begin());
 }
 

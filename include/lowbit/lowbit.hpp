@@ -7,6 +7,7 @@
 #include "version.hpp"
 #include "parallel.hpp"
 #include "rounding.hpp"
+#include "matrix_types.hpp"
 #include "fake_quantize.hpp"
 #include "ste.hpp"
 #include "bitnet.hpp"

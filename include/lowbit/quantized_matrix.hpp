@@ -31,12 +31,10 @@
 
 #include "detail/kernels/packing.hpp"
 #include "detail/parallel.hpp"
+#include "matrix_types.hpp"
 #include "rounding.hpp"
 
 namespace lowbit {
-
-/// Row-major float matrix: the layout of every weight and activation lowbit returns.
-using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 /// The one list of supported formats: Bits in {2, 3, 4, 5, 6, 8}, GroupSize in {32, 64, 128} (MLX's).
 template <int GroupSize, int Bits>

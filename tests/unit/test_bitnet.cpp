@@ -16,7 +16,7 @@ using lowbit::Rounding;
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
 
-std::vector<int> codes_of(const lowbit::Int8RowMajor& codes) {
+std::vector<int> codes_of(const lowbit::RowMatrixXi8& codes) {
     std::vector<int> result;
     for (Eigen::Index i = 0; i < codes.size(); ++i) result.push_back(codes.data()[i]);
     return result;
@@ -118,11 +118,11 @@ TEST_CASE("BitNet span forms equal the Eigen forms", "[bitnet]") {
     const std::vector<float> w = lowbit::test::uniform_floats(rng, 4 * 64, -1.0f, 1.0f);
     std::vector<float> out(w.size());
     lowbit::fake_quantize_ternary(w, out, 4, 64, 32);
-    const lowbit::FloatRowMajor map = Eigen::Map<const lowbit::FloatRowMajor>(w.data(), 4, 64);
-    const lowbit::FloatRowMajor expected = lowbit::fake_quantize_ternary(map, 32);
+    const lowbit::RowMatrixXf map = Eigen::Map<const lowbit::RowMatrixXf>(w.data(), 4, 64);
+    const lowbit::RowMatrixXf expected = lowbit::fake_quantize_ternary(map, 32);
     for (std::size_t i = 0; i < w.size(); ++i) CHECK(out[i] == expected.data()[i]);
     lowbit::fake_quantize_activations_int8(w, out, 4, 64);
-    const lowbit::FloatRowMajor expected_x = lowbit::fake_quantize_activations_int8(map);
+    const lowbit::RowMatrixXf expected_x = lowbit::fake_quantize_activations_int8(map);
     for (std::size_t i = 0; i < w.size(); ++i) CHECK(out[i] == expected_x.data()[i]);
     std::vector<float> short_out(3);
     CHECK_THROWS_AS(lowbit::fake_quantize_ternary(w, short_out, 4, 64), std::invalid_argument);

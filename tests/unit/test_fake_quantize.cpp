@@ -494,7 +494,7 @@ TEST_CASE("Tensor-like inputs give plain results of the input's shape", "[fake_q
                 CHECK(output(i, j) == q.forward(std::vector<float>{input(i, j)})[0]);
     };
     const Eigen::MatrixXf col_major = Eigen::Map<const Eigen::MatrixXf>(values.data(), 4, 6);
-    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = col_major;
+    const lowbit::RowMatrixXf row_major = col_major;
     const Eigen::Matrix<float, 4, 6> fixed = col_major;
     const Eigen::ArrayXXf array = col_major.array();
 
