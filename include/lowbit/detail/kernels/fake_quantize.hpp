@@ -18,9 +18,11 @@
 //   sees the vector code (never a scalar fallback with different rounding).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <limits>
 
 #include "../reference/fake_quantize.hpp"
@@ -131,17 +133,24 @@ struct CodeMaskOp {
     }
 };
 
-/// out[i] = op(in[i]) for i < count. With Stream, full batches are written with non-temporal stores
-/// (the output never comes back through the caches); the caller fences. in == out is allowed.
-template <class Arch, bool Stream, class Op>
-inline void transform(const Op& op, const float* in, float* out, std::size_t count) noexcept {
+/// out[i] = op(inputs[0][i], inputs[1][i], ...) for i < count (one input for forward passes, grad and x
+/// for masks). With Stream, full batches are written with non-temporal stores (the output never comes
+/// back through the caches); the caller fences. An input may be `out` itself.
+template <class Arch, bool Stream, class Op, class... Inputs>
+inline void transform(const Op& op, float* out, std::size_t count, const Inputs*... inputs) noexcept {
     using batch = float_batch<Arch>;
     constexpr std::size_t lanes = batch::size;
+    constexpr std::size_t input_count = sizeof...(Inputs);
     auto partial = [&](std::size_t begin, std::size_t length) {
-        alignas(Arch::alignment()) float buffer[lanes] = {};
-        std::memcpy(buffer, in + begin, length * sizeof(float));
-        op(batch::load_aligned(buffer)).store_aligned(buffer);
-        std::memcpy(out + begin, buffer, length * sizeof(float));
+        const std::array<const float*, input_count> sources{inputs...};
+        alignas(Arch::alignment()) float buffers[input_count][lanes] = {};
+        for (std::size_t n = 0; n < input_count; ++n)
+            std::memcpy(buffers[n], sources[n] + begin, length * sizeof(float));
+        const batch result = [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return op(batch::load_aligned(buffers[I])...);
+        }(std::make_index_sequence<input_count>{});
+        result.store_aligned(buffers[0]);
+        std::memcpy(out + begin, buffers[0], length * sizeof(float));
     };
     std::size_t i = 0;
     if constexpr (Stream) {
@@ -152,42 +161,10 @@ inline void transform(const Op& op, const float* in, float* out, std::size_t cou
             i = head;
         }
         if (head == 0 || head < count) {
-            for (; i + lanes <= count; i += lanes) simd::store_stream(out + i, op(batch::load_unaligned(in + i)));
+            for (; i + lanes <= count; i += lanes) simd::store_stream(out + i, op(batch::load_unaligned(inputs + i)...));
         }
     } else {
-        for (; i + lanes <= count; i += lanes) op(batch::load_unaligned(in + i)).store_unaligned(out + i);
-    }
-    if (i < count) partial(i, count - i);
-}
-
-/// out[i] = op(a[i], b[i]); as transform.
-template <class Arch, bool Stream, class Op>
-inline void transform2(const Op& op, const float* a, const float* b, float* out, std::size_t count) noexcept {
-    using batch = float_batch<Arch>;
-    constexpr std::size_t lanes = batch::size;
-    auto partial = [&](std::size_t begin, std::size_t length) {
-        alignas(Arch::alignment()) float buffer_a[lanes] = {};
-        alignas(Arch::alignment()) float buffer_b[lanes] = {};
-        std::memcpy(buffer_a, a + begin, length * sizeof(float));
-        std::memcpy(buffer_b, b + begin, length * sizeof(float));
-        op(batch::load_aligned(buffer_a), batch::load_aligned(buffer_b)).store_aligned(buffer_a);
-        std::memcpy(out + begin, buffer_a, length * sizeof(float));
-    };
-    std::size_t i = 0;
-    if constexpr (Stream) {
-        const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % Arch::alignment();
-        const std::size_t head = misaligned == 0 ? 0 : (Arch::alignment() - misaligned) / sizeof(float);
-        if (head != 0 && head < count) {
-            partial(0, head);
-            i = head;
-        }
-        if (head == 0 || head < count) {
-            for (; i + lanes <= count; i += lanes)
-                simd::store_stream(out + i, op(batch::load_unaligned(a + i), batch::load_unaligned(b + i)));
-        }
-    } else {
-        for (; i + lanes <= count; i += lanes)
-            op(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(out + i);
+        for (; i + lanes <= count; i += lanes) op(batch::load_unaligned(inputs + i)...).store_unaligned(out + i);
     }
     if (i < count) partial(i, count - i);
 }
@@ -239,10 +216,10 @@ inline void fake_quantize_forward(const FakeQuantParams& params, Quotient quotie
     with_rule(params, quotient, [&]<Rounding R, Quotient Q>() {
         const ForwardOp<Arch, R, Q> op(params);
         if (stream) {
-            transform<Arch, true>(op, in, out, count);
+            transform<Arch, true>(op, out, count, in);
             simd::stream_fence();
         } else {
-            transform<Arch, false>(op, in, out, count);
+            transform<Arch, false>(op, out, count, in);
         }
     });
 }
@@ -253,10 +230,10 @@ inline void backward_clamped(const MaskParams& mask, Quotient quotient, bool str
                              const float* input, float* out, std::size_t count) {
     auto run = [&](const auto& op) {
         if (stream) {
-            transform2<Arch, true>(op, grad, input, out, count);
+            transform<Arch, true>(op, out, count, grad, input);
             simd::stream_fence();
         } else {
-            transform2<Arch, false>(op, grad, input, out, count);
+            transform<Arch, false>(op, out, count, grad, input);
         }
     };
     if (!mask.on_rounded_code) {
