@@ -51,7 +51,7 @@ Measurement measure(const Case& spec, const Options& options) {
     set_threads(spec.threads);
     Runner run = spec.prepare();
     run();  // warm-up: page faults, caches, thread start-up
-    const double budget_s = options.quick ? 0.15 : 0.6;
+    const double budget_s = options.quick ? 0.05 : 0.6;
     const int min_repeats = options.quick ? 3 : 7;
     const int max_repeats = 500;
     std::vector<double> seconds;
