@@ -220,7 +220,6 @@ int main(int argc, char** argv) {
         print_header();
         std::vector<Row> rows;
         std::map<std::string, std::size_t> by_key;       // name|shape|threads -> row
-        std::map<std::string, double> bandwidth_by_key;  // name|threads -> GB/s
         for (const Case* spec : selected) {
             Row row;
             row.measurement = measure(*spec, options);
@@ -232,11 +231,13 @@ int main(int argc, char** argv) {
                 if (found != by_key.end()) row.ratio = rows[found->second].measurement.median_s / seconds;
             }
             if (!spec->bandwidth_of.empty() && row.gbps > 0) {
-                auto found = bandwidth_by_key.find(spec->bandwidth_of + "|" + std::to_string(spec->threads));
-                if (found != bandwidth_by_key.end()) row.bandwidth_fraction = row.gbps / found->second;
+                // Bandwidth cases are named uniquely per thread count, whatever their shape.
+                for (const Row& earlier : rows)
+                    if (earlier.measurement.spec->name == spec->bandwidth_of &&
+                        earlier.measurement.spec->threads == spec->threads && earlier.gbps > 0)
+                        row.bandwidth_fraction = row.gbps / earlier.gbps;
             }
             by_key[key(spec->name, spec->shape, spec->threads)] = rows.size();
-            if (row.gbps > 0) bandwidth_by_key[spec->name + "|" + std::to_string(spec->threads)] = row.gbps;
             rows.push_back(row);
             print_row(row);
         }

@@ -95,7 +95,7 @@ void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     constexpr int codes_per_word = 32 / Bits;
-    constexpr int words_per_group = GroupSize * Bits / 32;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
     // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
     constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
     constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
@@ -215,7 +215,7 @@ struct GemmBlocking {
 template <class Arch, int GroupSize, int Bits>
 void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g, Index n0, Index nc, Index panel_stride,
                  float* panel, float* panel_scales, float* panel_biases, std::uint32_t* words_t) {
-    constexpr int words_per_group = GroupSize * Bits / 32;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
     for (Index j = 0; j < panel_stride; ++j) {
         panel_scales[j] = j < nc ? q.scales(n0 + j, g) : 0.0f;
         panel_biases[j] = j < nc ? q.biases(n0 + j, g) : 0.0f;
@@ -302,7 +302,7 @@ void qgemm(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupS
            Index out_stride) {
     using blocking = GemmBlocking<Arch>;
     constexpr int MR = blocking::MR, NR = blocking::NR;
-    constexpr int words_per_group = GroupSize * Bits / 32;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
     const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
     group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());
