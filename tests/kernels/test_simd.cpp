@@ -1,6 +1,7 @@
 // The xsimd compatibility shim against plain loops, and proof that this build's SIMD path is live.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -58,5 +59,37 @@ TEST_CASE("simd::bit_cast reinterprets lanes without changing bits", "[simd]") {
     std::array<float, 64> back{};
     round_trip.store_unaligned(back.data());
     for (std::size_t i = 0; i < lanes; ++i) CHECK(back[i] == values[i]);
+}
+TEST_CASE("simd::fma rounds once, as std::fma does", "[simd]") {
+    // xsimd 8.1 has no AVX-512 fma and falls back to a multiply and an add; Clang then rounds twice.
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(2);
+    std::size_t differs_from_two_roundings = 0;
+    for (int trial = 0; trial < 500; ++trial) {
+        const auto a = lowbit::test::uniform_floats(rng, lanes, -4.0f, 4.0f);
+        const auto b = lowbit::test::uniform_floats(rng, lanes, -4.0f, 4.0f);
+        std::vector<float> c(lanes);
+        for (std::size_t i = 0; i < lanes; ++i) c[i] = -a[i] * b[i];  // a*b + c cancels: the fused result shows
+        std::array<float, 64> fused{};
+        simd::fma(batch::load_unaligned(a.data()), batch::load_unaligned(b.data()), batch::load_unaligned(c.data()))
+            .store_unaligned(fused.data());
+        for (std::size_t i = 0; i < lanes; ++i) {
+            CHECK(fused[i] == std::fma(a[i], b[i], c[i]));
+            if (fused[i] != 0.0f) ++differs_from_two_roundings;
+        }
+    }
+    // Two roundings would give exactly 0 for every lane; one rounding gives the product's rounding error.
+    CHECK(differs_from_two_roundings > 0);
+}
+
+TEST_CASE("simd::broadcast_halves puts pair[0] in the low half of the lanes and pair[1] in the high half",
+          "[simd]") {
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    const std::array<float, 2> pair{-1.25f, 3.5f};
+    std::array<float, 64> stored{};
+    simd::broadcast_halves<simd::arch>(pair.data()).store_unaligned(stored.data());
+    for (std::size_t i = 0; i < lanes; ++i) CHECK(stored[i] == (i < lanes / 2 ? pair[0] : pair[1]));
 }
 #endif

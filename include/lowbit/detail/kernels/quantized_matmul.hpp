@@ -9,8 +9,9 @@
 //   lane i of code-step t in chunk c of W words is code (c*W + i) * (32/Bits) + t: a chunk is loaded
 //   as one uint32 batch and each step is one mask, one int->float conversion and one fma. Step t keeps
 //   its code in place (q << t*Bits) and x_lanes holds x * 2^-(t*Bits) instead, which is exact (a power
-//   of two) unless x is below 2^-102 in magnitude, and saves the shift. Four output rows share each x
-//   load. A lane's group is fixed within a chunk, so s is applied per lane once per chunk.
+//   of two) unless x is below 2^-102 in magnitude, and saves the shift. Rows are taken one at a time
+//   (one sequential stream of codes), four chunks in flight. A lane's group is fixed within a chunk,
+//   so s is applied per lane once per chunk.
 // qgemm (every other case): per tile of NC output columns and one group, the codes are unpacked into a
 //   private float panel [GroupSize][NC] (k-major, zero-padded to a multiple of NR); an MR x NR register
 //   block of x rows then accumulates sum(x*q) over the group with broadcast-x fmas, and the epilogue
@@ -39,12 +40,23 @@ namespace lowbit::detail::kernels {
 
 using Index = Eigen::Index;
 
+/// Forces a call to be inlined: Clang 14's inliner otherwise gives up on the unrolled qgemv pass and
+/// calls the code-step lambdas through the stack (a third of the speed).
+#if defined(__GNUC__) || defined(__clang__)
+#define LOWBIT_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define LOWBIT_ALWAYS_INLINE
+#endif
+
+template <class Body, int... I>
+LOWBIT_ALWAYS_INLINE inline void static_for_each(Body& body, std::integer_sequence<int, I...>) {
+    (body(std::integral_constant<int, I>{}), ...);
+}
+
 /// Calls body(std::integral_constant<int, I>{}) for I = 0 .. Count-1 (compile-time unrolled loop).
 template <int Count, class Body>
-inline void static_for(Body&& body) {
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-        (body(std::integral_constant<int, I>{}), ...);
-    }(std::make_integer_sequence<int, Count>{});
+LOWBIT_ALWAYS_INLINE inline void static_for(Body&& body) {
+    static_for_each(body, std::make_integer_sequence<int, Count>{});
 }
 
 /// x_sum[m * groups + g] = sum_{k in group g} x[m * x_stride + k].
@@ -85,8 +97,8 @@ void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
         }
 }
 
-/// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x),
-/// x_sum: group_sums of x.
+/// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
+/// (Arch::alignment()-aligned), x_sum: group_sums of x.
 template <class Arch, int GroupSize, int Bits>
 void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const float* x_lanes, const float* x_sum,
                 Index n_begin, Index n_end, float* out) {
@@ -99,7 +111,6 @@ void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const
     // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
     constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
     constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
-    constexpr int rows_per_pass = 4;
 
     const Index K = q.cols(), groups = K / GroupSize;
     const Index row_words = K * Bits / 32;
@@ -117,67 +128,80 @@ void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const
     auto lane_scales = [&](const float* scale_row, Index chunk) {
         if constexpr (groups_per_chunk == 1) {
             return fbatch(scale_row[chunk / chunks_per_group]);
+        } else if constexpr (groups_per_chunk == 2) {
+            return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
         } else {
             const float* s = scale_row + chunk * groups_per_chunk;
             fbatch scales(s[0]);
-            for (int j = 1; j < groups_per_chunk; ++j)
-                scales = xsimd::select(lane_in_group[static_cast<std::size_t>(j)], fbatch(s[j]), scales);
+            static_for<groups_per_chunk - 1>([&](auto j) {
+                constexpr int group = decltype(j)::value + 1;
+                scales = xsimd::select(lane_in_group[group], fbatch(s[group]), scales);
+            });
             return scales;
         }
     };
 
-    auto pass = [&]<int Rows>(std::integral_constant<int, Rows>, Index n) {
-        std::array<fbatch, Rows> total;
+    // One output row at a time, so the packed codes are read as one sequential stream (interleaving
+    // rows to share x loads made DRAM serve several short streams at once, which it does slower).
+    // chunk_block consecutive chunks are in flight, each with its own accumulator, to cover the fma
+    // latency. Loops over chunks and code steps are unrolled at compile time (static_for), which
+    // Clang 14 would otherwise not do.
+    constexpr int chunk_block = 4;
+    // Codes are prefetched into L2 this many rows (a few KiB) ahead: about the DRAM latency at the
+    // rate the arithmetic consumes them (measured best of 1, 2, 4 and 8 rows into L1 or L2).
+    constexpr Index prefetch_rows = 2;
+    auto row_dot = [&](Index n) {
+        const std::uint32_t* codes = &q.codes(n, 0);
+        const float* scales = &q.scales(n, 0);
+        const std::uint32_t* ahead = n + prefetch_rows < n_end ? &q.codes(n + prefetch_rows, 0) : nullptr;
+        std::array<fbatch, chunk_block> total;
         total.fill(fbatch(0.0f));
-        for (Index c = 0; c < chunks; ++c) {
-            std::array<ubatch, Rows> words;
-            std::array<fbatch, Rows> acc;
-            for (int r = 0; r < Rows; ++r) {
-                // Streamed rows: fetch the same chunk of the next pass's rows, one pass (a few hundred
-                // ns) ahead, so DRAM latency overlaps the arithmetic instead of adding to it.
-                if (n + r + Rows < n_end) __builtin_prefetch(&q.codes(n + r + Rows, 0) + c * W, 0, 3);
-                words[r] = ubatch::load_unaligned(&q.codes(n + r, 0) + c * W);
-                acc[r] = fbatch(0.0f);
-            }
+        auto block = [&]<int Count>(std::integral_constant<int, Count>, Index c0) LOWBIT_ALWAYS_INLINE {
+            std::array<ubatch, Count> words;
+            std::array<fbatch, Count> acc;
+            static_for<Count>([&](auto i) {
+                if (ahead) __builtin_prefetch(ahead + (c0 + i) * W, 0, 2);
+                words[i] = ubatch::load_unaligned(codes + (c0 + i) * W);
+            });
             static_for<codes_per_word>([&](auto step) {
                 constexpr int t = decltype(step)::value;
-                const fbatch xv = fbatch::load_unaligned(x_lanes + (c * codes_per_word + t) * W);
-                for (int r = 0; r < Rows; ++r) {
+                static_for<Count>([&](auto i) {
+                    const fbatch xv = fbatch::load_aligned(x_lanes + ((c0 + i) * codes_per_word + t) * W);
                     ubatch code;
-                    if constexpr (t + 1 == codes_per_word) code = words[r] >> (32 - Bits);
-                    else code = words[r] & ubatch(((std::uint32_t{1} << Bits) - 1) << (t * Bits));
+                    if constexpr (t + 1 == codes_per_word) code = words[i] >> (32 - Bits);
+                    else code = words[i] & ubatch(((std::uint32_t{1} << Bits) - 1) << (t * Bits));
                     const fbatch value = xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
-                    acc[r] = xsimd::fma(value, xv, acc[r]);
-                }
+                    if constexpr (t == 0) acc[i] = value * xv;
+                    else acc[i] = simd::fma(value, xv, acc[i]);
+                });
             });
-            for (int r = 0; r < Rows; ++r) total[r] = xsimd::fma(acc[r], lane_scales(&q.scales(n + r, 0), c), total[r]);
-        }
-        for (int r = 0; r < Rows; ++r) {
-            float result = simd::reduce_add(total[r]);
-            // Words after the last whole chunk (only when a row has fewer than W words left over).
-            for (Index word = chunks * W; word < row_words; ++word) {
-                const std::uint32_t bits = q.codes(n + r, word);
-                for (int t = 0; t < codes_per_word; ++t) {
-                    const Index k = word * codes_per_word + t;
-                    const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
-                    result += q.scales(n + r, k / GroupSize) * (x[k] * code);
-                }
-            }
-            const float* bias_row = &q.biases(n + r, 0);
-            float bias_part = 0.0f;
-            for (Index g = 0; g < groups; ++g) bias_part += bias_row[g] * x_sum[g];
-            out[n + r] = result + bias_part;
-        }
-    };
+            static_for<Count>([&](auto i) { total[i] = simd::fma(acc[i], lane_scales(scales, c0 + i), total[i]); });
+        };
+        Index c = 0;
+        for (; c + chunk_block <= chunks; c += chunk_block) block(std::integral_constant<int, chunk_block>{}, c);
+        for (; c < chunks; ++c) block(std::integral_constant<int, 1>{}, c);
+        static_for<chunk_block - 1>([&](auto i) { total[0] += total[i + 1]; });
 
-    Index n = n_begin;
-    for (; n + rows_per_pass <= n_end; n += rows_per_pass) pass(std::integral_constant<int, rows_per_pass>{}, n);
-    switch (n_end - n) {
-        case 3: pass(std::integral_constant<int, 3>{}, n); break;
-        case 2: pass(std::integral_constant<int, 2>{}, n); break;
-        case 1: pass(std::integral_constant<int, 1>{}, n); break;
-        default: break;
-    }
+        // b * sum(x) over the row's groups, vectorised (a serial scalar loop is a dependency chain as
+        // long as the row has groups, which holds up the next row).
+        const float* bias_row = &q.biases(n, 0);
+        Index g = 0;
+        for (; g + W <= groups; g += W)
+            total[0] = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total[0]);
+        float result = simd::reduce_add(total[0]);
+        for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
+        // Words after the last whole chunk (only when a row has fewer than W words left over).
+        for (Index word = chunks * W; word < row_words; ++word) {
+            const std::uint32_t bits = codes[word];
+            for (int t = 0; t < codes_per_word; ++t) {
+                const Index k = word * codes_per_word + t;
+                const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
+                result += scales[k / GroupSize] * (x[k] * code);
+            }
+        }
+        out[n] = result;
+    };
+    for (Index n = n_begin; n < n_end; ++n) row_dot(n);
 }
 
 /// out[n] = x * dequantize(q)^T for one row x (contiguous, q.cols() floats), threads over output rows.
@@ -188,7 +212,9 @@ void qgemv(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float* out
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
     group_sums<Arch, GroupSize>(x, K, 1, K, x_sum.data());
     const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
-    std::vector<float> x_lanes(static_cast<std::size_t>(std::max<Index>(lanes, 1)));
+    // Aligned: qgemv_rows loads it once per code step, and a split load per step costs a sixth of the speed.
+    std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
+        static_cast<std::size_t>(std::max<Index>(lanes, 1)));
     permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
     // About 256 KiB of packed codes per range, so a thread is worth starting.
     const Index row_bytes = K * Bits / 8;
@@ -268,16 +294,16 @@ void gemm_micro(const float* panel, Index panel_stride, const float* x, Index x_
         const fbatch b1 = fbatch::load_unaligned(panel + k * panel_stride + W);
         for (int r = 0; r < Rows; ++r) {
             const fbatch a(x[r * x_stride + k]);
-            acc0[r] = xsimd::fma(a, b0, acc0[r]);
-            acc1[r] = xsimd::fma(a, b1, acc1[r]);
+            acc0[r] = simd::fma(a, b0, acc0[r]);
+            acc1[r] = simd::fma(a, b1, acc1[r]);
         }
     }
     const fbatch s0 = fbatch::load_unaligned(scales), s1 = fbatch::load_unaligned(scales + W);
     const fbatch c0 = fbatch::load_unaligned(biases), c1 = fbatch::load_unaligned(biases + W);
     for (int r = 0; r < Rows; ++r) {
         const fbatch sum_x(x_sum[r * x_sum_stride]);
-        fbatch v0 = xsimd::fma(acc0[r], s0, c0 * sum_x);
-        fbatch v1 = xsimd::fma(acc1[r], s1, c1 * sum_x);
+        fbatch v0 = simd::fma(acc0[r], s0, c0 * sum_x);
+        fbatch v1 = simd::fma(acc1[r], s1, c1 * sum_x);
         float* o = out + r * out_stride;
         if (cols == NR) {
             if (!first) {
