@@ -5,6 +5,10 @@
 // against the copy bandwidth measured in the same run (forward moves 2 floats per element: read x,
 // write y; backward_clamped 3: read g and x, write dx). The "fwd pytorch" rows time the pytorch()
 // preset (x * fl(1/s), half to even) beside the Eigen expression of that formula.
+//
+// "fake-quant x / s only" is the division alone (Eigen's x / s, one vdivps per vector and nothing
+// else): every forward that divides, as A2 requires, needs at least this long, so its ratio against
+// the Eigen expression is the ceiling for lowbit's forward ratio on this machine.
 #include <memory>
 #include <random>
 #include <string>
@@ -32,10 +36,11 @@ struct Buffers {
 };
 
 enum class Pass { forward, backward_clamped, forward_pytorch };
-enum class Impl { lowbit, eigen, scalar };
+enum class Impl { lowbit, eigen, scalar, divide_only };
 
 const char* name_of(Pass pass, Impl impl) {
     if (pass == Pass::forward_pytorch) return impl == Impl::lowbit ? "fake-quant fwd pytorch lowbit" : "fake-quant fwd pytorch eigen";
+    if (pass == Pass::forward && impl == Impl::divide_only) return "fake-quant x / s only";
     if (pass == Pass::forward) {
         return impl == Impl::lowbit ? "fake-quant forward lowbit"
                : impl == Impl::eigen ? "fake-quant forward eigen"
@@ -64,6 +69,7 @@ Runner make_runner(Pass pass, Impl impl, std::size_t count, int passes) {
             } else if (pass == Pass::forward) {
                 if (impl == Impl::lowbit) quantizer->forward(b.x, b.out);
                 else if (impl == Impl::eigen) out = (x / scale).round().max(-code_max).min(code_max) * scale;
+                else if (impl == Impl::divide_only) out = x / scale;
                 else detail::reference::fake_quantize_forward(quantizer->params(), b.x.data(), b.out.data(), count);
             } else {
                 const float low = -code_max * scale, high = code_max * scale;
@@ -90,8 +96,9 @@ void add_fake_quant_cases(Registry& registry) {
     for (int threads : registry.options().thread_counts()) {
         for (const Size& size : sizes) {
             for (Pass pass : {Pass::forward, Pass::backward_clamped, Pass::forward_pytorch}) {
-                for (Impl impl : {Impl::eigen, Impl::lowbit, Impl::scalar}) {
+                for (Impl impl : {Impl::eigen, Impl::lowbit, Impl::scalar, Impl::divide_only}) {
                     if (pass == Pass::forward_pytorch && impl == Impl::scalar) continue;
+                    if (pass != Pass::forward && impl == Impl::divide_only) continue;
                     Case c;
                     c.name = name_of(pass, impl);
                     c.shape = size.shape;
