@@ -3,19 +3,20 @@
 // parallel_for(count, grain, body) calls body(begin, end) on disjoint ranges covering [0, count).
 // Ranges are contiguous and at least `grain` long (except the last), so a caller picks the grain that
 // makes one range worth a thread (for a GEMV, enough output rows to stream a few hundred KiB of
-// weights). Work that fits in one grain runs on the calling thread. Threads are started per call and
-// joined before return: no pool, no state kept between calls. Exceptions thrown by `body` on a worker
-// are rethrown on the caller (the first one).
+// weights). Work that fits in one grain runs on the calling thread; larger work runs on the calling
+// thread and the workers of ThreadPool (thread_pool.hpp), started once and kept. A call made while the
+// pool is busy (from another thread, or from inside a body) runs its ranges on the calling thread, in
+// order. The split depends only on count, grain and num_threads(), never on timing. Exceptions thrown
+// by `body` are rethrown on the caller (the first one).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
-#include <exception>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 #include "../parallel.hpp"
+#if !defined(LOWBIT_NO_THREADS)
+#include "thread_pool.hpp"
+#endif
 
 namespace lowbit::detail {
 
@@ -37,22 +38,10 @@ void parallel_for(std::size_t count, std::size_t grain, Body&& body) {
     const std::size_t extra = count % ranges;
     auto range_begin = [&](std::size_t r) { return r * base + std::min(r, extra); };
 
-    std::exception_ptr first_error;
-    std::mutex error_mutex;
-    auto run = [&](std::size_t r) {
-        try {
-            body(range_begin(r), range_begin(r + 1));
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(error_mutex);
-            if (!first_error) first_error = std::current_exception();
-        }
-    };
-    std::vector<std::thread> workers;
-    workers.reserve(ranges - 1);
-    for (std::size_t r = 1; r < ranges; ++r) workers.emplace_back(run, r);
-    run(0);
-    for (auto& worker : workers) worker.join();
-    if (first_error) std::rethrow_exception(first_error);
+    auto run_range = [&](std::size_t r) { body(range_begin(r), range_begin(r + 1)); };
+    if (!ThreadPool::instance().try_run(ranges, run_range)) {
+        for (std::size_t r = 0; r < ranges; ++r) run_range(r);
+    }
 #endif
 }
 
