@@ -35,13 +35,13 @@ QuantizedMatrix<GroupSize, Bits> random_quantized(int rows, int cols) {
 
 template <int GroupSize, int Bits>
 void add_quantize_case(Registry& registry, int threads) {
-    const int n = 4096, k = 4096;
+    constexpr int n = 4096, k = 4096;
     Case c;
     c.name = "quantize " + tag<GroupSize, Bits>();
     c.shape = "N=" + std::to_string(n) + " K=" + std::to_string(k);
     c.threads = threads;
     c.bytes = 4.0 * n * k + double(n) * k * Bits / 8.0 + 8.0 * n * k / GroupSize;
-    c.prepare = [n, k]() -> Runner {
+    c.prepare = []() -> Runner {
         auto w = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(n, k));
         return [w] {
             const auto q = quantize<GroupSize, Bits>(*w);

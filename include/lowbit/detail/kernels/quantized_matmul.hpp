@@ -216,7 +216,7 @@ void qgemv(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float* out
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(lanes, 1)));
     permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
-    // About 256 KiB of packed codes per range, so a thread is worth starting.
+    // About 256 KiB of packed codes per range (over 10 us of work), so a range is worth a worker.
     const Index row_bytes = K * Bits / 8;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
@@ -335,7 +335,7 @@ void qgemm(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupS
 
     const Index n_tiles = (N + blocking::NC - 1) / blocking::NC;
     const Index m_blocks = (M + blocking::MC - 1) / blocking::MC;
-    // Tiny problems stay on one thread: a tile must be worth a thread start (about 2 MFLOP).
+    // Tiny problems stay on one thread: a tile must be worth handing to a worker (about 2 MFLOP).
     const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
     const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
     parallel_for(static_cast<std::size_t>(n_tiles * m_blocks), grain, [&](std::size_t begin, std::size_t end) {
