@@ -146,9 +146,17 @@ inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& valu
     }
 }
 
-/// a * b + c with one rounding. xsimd 8.1 has no AVX-512 fma and falls back to a separate multiply and
-/// add, which GCC happens to fuse but Clang does not (a third of the speed, and a second rounding); the
-/// intrinsic makes every compiler and xsimd version emit vfmadd.
+/// Whether the instruction set this translation unit targets has a fused multiply-add (x86 FMA3 or
+/// AVX-512, AArch64). Without one (plain x86-64: SSE2), simd::fma is a multiply and an add.
+#if defined(__FMA__) || defined(__AVX512F__) || defined(__ARM_FEATURE_FMA)
+inline constexpr bool fused_multiply_add = true;
+#else
+inline constexpr bool fused_multiply_add = false;
+#endif
+
+/// a * b + c, rounded once where fused_multiply_add (else twice). xsimd 8.1 has no AVX-512 fma and falls
+/// back to a separate multiply and add, which GCC happens to fuse but Clang does not (a third of the
+/// speed, and a second rounding); the intrinsic makes every compiler and xsimd version emit vfmadd.
 template <class Arch>
 inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const xsimd::batch<float, Arch>& b,
                                      const xsimd::batch<float, Arch>& c) noexcept {
