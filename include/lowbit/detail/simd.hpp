@@ -68,13 +68,31 @@ template <class T, class Arch = arch>
 inline constexpr std::size_t width = xsimd::batch<T, Arch>::size;
 
 /// Sum of all lanes (xsimd 8 spells it `hadd`, xsimd 9+ `reduce_add`).
+/// On AVX-512 floats lowbit sums the halves itself: xsimd 13's reduce_add goes through
+/// _mm512_extractf32x4_ps, whose `_mm_undefined_ps` source trips GCC 12's -Wuninitialized once inlined
+/// into a kernel (GCC bug 105593, as for trunc below; _mm512_castps512_ps256 does the same); the masked
+/// extracts take an explicit source.
 template <class T, class Arch>
 inline T reduce_add(const xsimd::batch<T, Arch>& values) noexcept {
-#if XSIMD_VERSION_MAJOR >= 9
-    return xsimd::reduce_add(values);
-#else
-    return xsimd::hadd(values);
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, Arch>) {
+        const __m512d all = _mm512_castps_pd(values);
+        const __m256d zero = _mm256_setzero_pd();
+        const __m256 low = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 0));
+        const __m256 high = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 1));
+        const __m256 eight = _mm256_add_ps(low, high);
+        __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+        four = _mm_add_ps(four, _mm_movehl_ps(four, four));
+        return _mm_cvtss_f32(_mm_add_ss(four, _mm_movehdup_ps(four)));
+    } else
 #endif
+    {
+#if XSIMD_VERSION_MAJOR >= 9
+        return xsimd::reduce_add(values);
+#else
+        return xsimd::hadd(values);
+#endif
+    }
 }
 
 /// Largest lane (NaN lanes give an unspecified lane; callers filter NaN first).
