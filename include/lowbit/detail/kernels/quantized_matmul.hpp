@@ -116,9 +116,10 @@ void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const
     const Index row_words = K * Bits / 32;
     const Index chunks = row_words / W;
 
-    // lane_in_group[j]: lanes whose group is the chunk's j-th (for groups_per_chunk > 1).
+    // lane_in_group[j]: lanes whose group is the chunk's j-th. Only the select path below (more than two
+    // groups per chunk) reads it; one and two groups per chunk take a broadcast.
     std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group{};
-    {
+    if constexpr (groups_per_chunk > 2) {
         alignas(64) std::array<float, 64> lane_index{};
         for (int i = 0; i < W; ++i) lane_index[static_cast<std::size_t>(i)] = static_cast<float>(i);
         const fbatch lanes = fbatch::load_unaligned(lane_index.data());
