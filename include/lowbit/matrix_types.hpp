@@ -2,11 +2,13 @@
 // (MLX's layout) and activations are [tokens, features] with contiguous rows.
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <cstdint>
 
 #include <Eigen/Core>
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 /// Row-major float matrix: every weight, activation and per-group parameter lowbit returns.
 using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -14,4 +16,4 @@ using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::
 /// Row-major int8 matrix: BitNet's ternary and int8 codes.
 using RowMatrixXi8 = Eigen::Matrix<std::int8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

@@ -2,10 +2,12 @@
 // contract every kernel reproduces bit for bit (one place; kernels and references call or mirror it).
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <cmath>
 #include <cstdint>
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 /// How a real-valued code v = x / scale becomes an integer code.
 enum class Rounding {
@@ -69,4 +71,4 @@ inline float clamp_code(float value, float low, float high) noexcept {
 }
 
 }  // namespace detail
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

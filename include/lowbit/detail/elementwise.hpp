@@ -3,6 +3,8 @@
 // the scalar reference (LOWBIT_FORCE_SCALAR or no SIMD unit). One place for all four passes.
 #pragma once
 
+#include "config.hpp"
+
 #include <cstddef>
 #include <vector>
 
@@ -11,7 +13,8 @@
 #include "reference/fake_quantize.hpp"
 #include "simd.hpp"
 
-namespace lowbit::detail {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
 
 /// Smallest thread range of an element-wise pass, in floats (1 MiB read per input): below this,
 /// starting a thread costs more than the work it takes over.
@@ -20,8 +23,6 @@ inline constexpr std::size_t elementwise_grain = std::size_t{1} << 18;
 /// Outputs of at least this many floats (16 MiB, half this machine class's L3) are written with
 /// non-temporal stores: they cannot stay in cache anyway, and streaming saves the read-for-ownership.
 inline constexpr std::size_t streaming_min_count = std::size_t{1} << 22;
-
-inline namespace LOWBIT_ARCH_NAMESPACE {
 
 /// out = fake-quant(in) (reference/fake_quantize.hpp has the formula). Deterministic rounding here;
 /// Rounding::stochastic goes through fake_quantize_forward_stochastic. in == out allowed.
@@ -68,26 +69,20 @@ inline void backward_clamped(const MaskParams& mask, const float* grad, const fl
 
 /// Smallest and largest finite value (A4: non-finite values are skipped).
 inline FiniteRange finite_min_max(const float* in, std::size_t count) {
-    const std::size_t ranges = count / elementwise_grain + 1;
-    std::vector<FiniteRange> partial(ranges);
-    parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
-        FiniteRange range;
-        if constexpr (simd::enabled) range = kernels::finite_min_max<simd::arch>(in + begin, end - begin);
-        else range = reference::finite_min_max(in + begin, end - begin);
-        partial[begin / elementwise_grain] = range;
-    });
-    FiniteRange total;
-    for (const FiniteRange& range : partial) {
-        if (!range.found) continue;
-        if (!total.found) {
-            total = range;
-        } else {
+    return parallel_reduce(
+        count, elementwise_grain, FiniteRange{},
+        [&](std::size_t begin, std::size_t end) {
+            if constexpr (simd::enabled) return kernels::finite_min_max<simd::arch>(in + begin, end - begin);
+            else return reference::finite_min_max(in + begin, end - begin);
+        },
+        [](FiniteRange total, const FiniteRange& range) {
+            if (!range.found) return total;
+            if (!total.found) return range;
             total.min = range.min < total.min ? range.min : total.min;
             total.max = range.max > total.max ? range.max : total.max;
-        }
-    }
-    return total;
+            return total;
+        });
 }
 
-}  // namespace LOWBIT_ARCH_NAMESPACE
-}  // namespace lowbit::detail
+}  // namespace detail
+LOWBIT_END_NAMESPACE

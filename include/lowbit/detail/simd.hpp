@@ -10,6 +10,8 @@
 // Supported xsimd: 8.1 (Debian 12) to 13.x (Debian 13).
 #pragma once
 
+#include "config.hpp"
+
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -25,30 +27,11 @@
 #error "lowbit needs xsimd 8.1 or newer"
 #endif
 
-// Code compiled for different instruction sets can meet in one program (a library built with AVX2
-// linked into an SSE2 application). The inline namespace below gives each instruction set its own
-// symbols, so the linker never merges an AVX2 kernel into an SSE2 caller.
-#if defined(LOWBIT_FORCE_SCALAR)
-#define LOWBIT_ARCH_NAMESPACE arch_scalar
-#elif defined(__AVX512BW__)
-#define LOWBIT_ARCH_NAMESPACE arch_avx512bw
-#elif defined(__AVX512F__)
-#define LOWBIT_ARCH_NAMESPACE arch_avx512f
-#elif defined(__AVX2__) && defined(__FMA__)
-#define LOWBIT_ARCH_NAMESPACE arch_avx2_fma
-#elif defined(__AVX2__)
-#define LOWBIT_ARCH_NAMESPACE arch_avx2
-#elif defined(__AVX__)
-#define LOWBIT_ARCH_NAMESPACE arch_avx
-#elif defined(__SSE4_1__)
-#define LOWBIT_ARCH_NAMESPACE arch_sse4_1
-#elif defined(__ARM_NEON)
-#define LOWBIT_ARCH_NAMESPACE arch_neon
-#else
-#define LOWBIT_ARCH_NAMESPACE arch_baseline
-#endif
+// Every symbol of this file, like the rest of lowbit, is in the version-and-instruction-set-tagged
+// namespace of config.hpp, so code built for different targets links safely.
 
-namespace lowbit::detail::simd {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::simd {
 
 /// The architecture kernels are instantiated with in this translation unit.
 using arch = xsimd::default_arch;
@@ -282,4 +265,5 @@ inline void stream_fence() noexcept {
 #endif
 }
 
-}  // namespace lowbit::detail::simd
+}  // namespace detail::simd
+LOWBIT_END_NAMESPACE

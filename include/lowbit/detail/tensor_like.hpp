@@ -7,6 +7,8 @@
 // element i of the input span maps to element i of the output span.
 #pragma once
 
+#include "config.hpp"
+
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -16,7 +18,8 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/CXX11/Tensor>
 
-namespace lowbit::detail {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
 
 template <class T>
 struct tensor_info {
@@ -201,4 +204,5 @@ AxisLayout axis_layout(const X& x, int axis, const char* function) {
     return layout;
 }
 
-}  // namespace lowbit::detail
+}  // namespace detail
+LOWBIT_END_NAMESPACE

@@ -16,6 +16,8 @@
 // parent's.
 #pragma once
 
+#include "config.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #if defined(__SSE2__) || defined(_M_X64)
@@ -32,7 +35,8 @@
 #include <pthread.h>
 #endif
 
-namespace lowbit::detail {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
 
 class ThreadPool {
 public:
@@ -61,8 +65,15 @@ public:
         if (inside_task() || count == 0) return false;
         std::unique_lock<std::mutex> submit(submit_, std::try_to_lock);
         if (!submit.owns_lock()) return false;
-        for (; started_ + 1 < count; ++started_)
-            std::thread(&ThreadPool::worker_loop, this, started_, generation_.load(std::memory_order_acquire)).detach();
+        // Workers are started on demand and never more than max_threads() - 1 (parallel_for asks for at
+        // most num_threads() <= max_threads() ranges). When the system refuses a thread, the job runs
+        // on the workers that exist: indices are claimed, not assigned, so none is lost.
+        try {
+            for (; started_ + 1 < count; ++started_)
+                std::thread(&ThreadPool::worker_loop, this, started_, generation_.load(std::memory_order_acquire))
+                    .detach();
+        } catch (const std::system_error&) {
+        }
         {
             std::lock_guard<std::mutex> lock(mutex_);
             job_ = Job{&call<Task>, &task, count};
@@ -193,4 +204,5 @@ private:
     std::atomic<std::size_t> active_{0};     ///< workers inside the current job
 };
 
-}  // namespace lowbit::detail
+}  // namespace detail
+LOWBIT_END_NAMESPACE

@@ -18,6 +18,8 @@
 //   sees the vector code (never a scalar fallback with different rounding).
 #pragma once
 
+#include "../config.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,8 @@
 #include "../reference/fake_quantize.hpp"
 #include "../simd.hpp"
 
-namespace lowbit::detail::kernels {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
 
 template <class Arch>
 using float_batch = xsimd::batch<float, Arch>;
@@ -283,4 +286,5 @@ inline FiniteRange finite_min_max(const float* in, std::size_t count) noexcept {
     return range;
 }
 
-}  // namespace lowbit::detail::kernels
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

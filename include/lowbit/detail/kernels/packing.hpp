@@ -6,10 +6,13 @@
 // counts and shifts, so they unroll into straight-line shift/or code; no xsimd is needed here.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
-namespace lowbit::detail::kernels {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
 
 /// Codes per block; a block is exactly Bits words.
 inline constexpr std::size_t codes_per_block = 32;
@@ -57,4 +60,5 @@ inline void unpack_codes(const std::uint32_t* words, std::size_t count, T* codes
     }
 }
 
-}  // namespace lowbit::detail::kernels
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

@@ -20,6 +20,8 @@
 // Overflow: codes < 2^8 and code sums stay in f32; no integer accumulation.
 #pragma once
 
+#include "../config.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -36,7 +38,8 @@
 #include "../simd.hpp"
 #include "packing.hpp"
 
-namespace lowbit::detail::kernels {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
 
 using Index = Eigen::Index;
 
@@ -374,4 +377,5 @@ void qgemm(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupS
     });
 }
 
-}  // namespace lowbit::detail::kernels
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

@@ -3,12 +3,15 @@
 // (NaN lanes: any NaN).
 #pragma once
 
+#include "../config.hpp"
+
 #include <cmath>
 #include <cstddef>
 
 #include "../../rounding.hpp"
 
-namespace lowbit::detail {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
 
 /// One fake-quant pass, every value a float so kernels need no conversions:
 ///   v = x / s            (or x * fl(1/s) when multiply_by_reciprocal: PyTorch)
@@ -128,4 +131,5 @@ inline FiniteRange finite_min_max(const float* in, std::size_t count) {
 }
 
 }  // namespace reference
-}  // namespace lowbit::detail
+}  // namespace detail
+LOWBIT_END_NAMESPACE

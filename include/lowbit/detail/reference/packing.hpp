@@ -4,10 +4,13 @@
 // of word i / 32. For Bits in {3, 5, 6} a code may straddle two words. Obviously correct, never fast.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
-namespace lowbit::detail::reference {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::reference {
 
 /// Writes `count` codes (each < 2^Bits) as a bit stream into words[0 .. count*Bits/32).
 /// count*Bits must be a multiple of 32; every word is overwritten.
@@ -39,4 +42,5 @@ void unpack_codes(const std::uint32_t* words, std::size_t count, std::uint8_t* c
     }
 }
 
-}  // namespace lowbit::detail::reference
+}  // namespace detail::reference
+LOWBIT_END_NAMESPACE

@@ -6,6 +6,8 @@
 // which equals x * dequantize(q)^T in exact arithmetic. Accumulation is f32, in k order.
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,7 +17,8 @@
 #include "../../quantized_matrix.hpp"
 #include "packing.hpp"
 
-namespace lowbit::detail::reference {
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::reference {
 
 /// out[m * out_stride + n] for m < M, n < q.rows(); x[m * x_stride + k] for k < q.cols().
 template <int GroupSize, int Bits>
@@ -41,4 +44,5 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
     }
 }
 
-}  // namespace lowbit::detail::reference
+}  // namespace detail::reference
+LOWBIT_END_NAMESPACE
