@@ -3,14 +3,18 @@
 //   weights:     gamma = mean |w| over a group of `group_size` consecutive inputs of one output row
 //                (default 64, as bitnet-quantize) or over the whole tensor (as the paper); gamma == 0
 //                gives scale 1; codes t = clamp(R(w / gamma), -1, 1) in {-1, 0, 1}; w ~ t * gamma
-//   activations: per row (token), s = max |x| / 127 (1 when the row is all zero);
+//   activations: per row (token), s = max |x| / 127 (1 when the row is all zero, or when max |x| is so
+//                small, below about 9e-44, that max |x| / 127 underflows to 0; codes are then 0; lowered
+//                by an ulp or two when max |x| is so near FLT_MAX that 127 s would overflow);
 //                codes clamp(R(x / s), -127, 127); x ~ q * s
 // R is half away from zero unless a Rounding is given (Rounding::stochastic is not offered here).
 // Sums of |w| are accumulated in double and rounded once, so gamma is the float nearest the mean.
 //
 // Weights are [rows = out, cols = in]: an Eigen dense matrix (any storage order) or a row-major span
 // with its rows and cols. Errors (std::invalid_argument): empty input, a NaN or infinite element,
-// cols not a multiple of group_size, group_size < 1, span size != rows * cols, Rounding::stochastic.
+// cols not a multiple of group_size, group_size < 1, negative rows or cols or a product that overflows,
+// span size != rows * cols, Rounding::stochastic. Hand-built TernaryWeights / Int8Activations are
+// checked by check_shapes() before dequantize() reads them.
 //
 // Layouts (row-major, as the rows of the weight matrix):
 //   TernaryWeights::codes   int8  [rows, cols]                 one code per weight
@@ -18,6 +22,8 @@
 //                                  per tensor: [1, 1]
 //   Int8Activations::codes  int8  [rows, cols];  Int8Activations::scales float [rows]
 #pragma once
+
+#include "detail/config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,12 +36,13 @@
 
 #include <Eigen/Core>
 
+#include "detail/checks.hpp"
 #include "detail/tensor_like.hpp"
 #include "fake_quantize.hpp"
 #include "matrix_types.hpp"
 #include "rounding.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 
 /// Ternary weights with their absmean scales (layout above).
@@ -45,8 +52,26 @@ struct TernaryWeights {
     int group_size = 64;  ///< columns per scale; equals cols for per-tensor quantization (scales 1 x 1)
     bool per_tensor = false;
 
-    /// codes * scale, [rows, cols].
+    /// Throws std::invalid_argument (message starting with `function`) unless codes is non-empty and
+    /// scales and group_size describe it: per tensor, scales 1 x 1 and group_size == cols; per group,
+    /// group_size >= 1 dividing cols and scales [rows, cols / group_size].
+    void check_shapes(const char* function) const {
+        const std::string shapes = "codes " + detail::shape_text(codes.rows(), codes.cols()) + ", scales " +
+                                   detail::shape_text(scales.rows(), scales.cols()) +
+                                   ", group_size = " + std::to_string(group_size);
+        if (codes.size() == 0) throw std::invalid_argument(std::string(function) + ": empty ternary weights (" + shapes + ")");
+        const bool consistent =
+            per_tensor ? (scales.rows() == 1 && scales.cols() == 1 && group_size == codes.cols())
+                       : (group_size >= 1 && codes.cols() % group_size == 0 && scales.rows() == codes.rows() &&
+                          scales.cols() == codes.cols() / group_size);
+        if (!consistent)
+            throw std::invalid_argument(std::string(function) + ": " + shapes + " do not describe one " +
+                                        (per_tensor ? "per-tensor" : "per-group") + " ternary matrix");
+    }
+
+    /// codes * scale, [rows, cols]. Throws as check_shapes.
     RowMatrixXf dequantize() const {
+        check_shapes("lowbit::TernaryWeights::dequantize");
         RowMatrixXf weights(codes.rows(), codes.cols());
         for (Eigen::Index r = 0; r < codes.rows(); ++r)
             for (Eigen::Index c = 0; c < codes.cols(); ++c) {
@@ -62,8 +87,18 @@ struct Int8Activations {
     RowMatrixXi8 codes;
     Eigen::VectorXf scales;
 
-    /// codes * scale of the row, [rows, cols].
+    /// Throws std::invalid_argument (message starting with `function`) unless scales has one value per
+    /// row of codes.
+    void check_shapes(const char* function) const {
+        if (scales.size() != codes.rows())
+            throw std::invalid_argument(std::string(function) + ": codes " +
+                                        detail::shape_text(codes.rows(), codes.cols()) + " need " +
+                                        std::to_string(codes.rows()) + " scales, got " + std::to_string(scales.size()));
+    }
+
+    /// codes * scale of the row, [rows, cols]. Throws as check_shapes.
     RowMatrixXf dequantize() const {
+        check_shapes("lowbit::Int8Activations::dequantize");
         RowMatrixXf values(codes.rows(), codes.cols());
         for (Eigen::Index r = 0; r < codes.rows(); ++r)
             for (Eigen::Index c = 0; c < codes.cols(); ++c) values(r, c) = static_cast<float>(codes(r, c)) * scales(r);
@@ -72,14 +107,6 @@ struct Int8Activations {
 };
 
 namespace detail {
-
-inline void require_finite_data(const char* function, std::span<const float> values) {
-    if (values.empty()) throw std::invalid_argument(std::string(function) + ": the input is empty");
-    for (std::size_t i = 0; i < values.size(); ++i)
-        if (!std::isfinite(values[i]))
-            throw std::invalid_argument(std::string(function) + ": element " + std::to_string(i) + " = " +
-                                        float_text(values[i]) + " is not finite");
-}
 
 inline void require_deterministic(const char* function, Rounding rounding) {
     if (rounding == Rounding::stochastic)
@@ -94,11 +121,15 @@ inline float absmean_of(std::span<const float> values) {
     return mean > 0.0f ? mean : 1.0f;
 }
 
-/// max |x| / 127, 1 when max |x| is 0.
+/// max |x| / 127; 1 when that is 0 (all zero, or max |x| so small the quotient underflows); lowered by
+/// the fewest ulps that keep 127 s finite when max |x| is within rounding of FLT_MAX.
 inline float absmax_scale_of(std::span<const float> values) {
     float largest = 0.0f;
     for (float value : values) largest = std::fmax(largest, std::fabs(value));
-    return largest > 0.0f ? largest / 127.0f : 1.0f;
+    float scale = largest / 127.0f;
+    if (!(scale > 0.0f)) return 1.0f;
+    while (!std::isfinite(127.0f * scale)) scale = std::nextafter(scale, 0.0f);
+    return scale;
 }
 
 /// clamp(R(x / scale), -limit, limit) as an integer code.
@@ -113,7 +144,7 @@ using RowMajorInput = ContiguousInput<Derived, RowMatrixXf>;
 inline TernaryWeights quantize_ternary_rows(std::span<const float> weights, Eigen::Index rows, Eigen::Index cols,
                                             int group_size, bool per_tensor, Rounding rounding, const char* function) {
     require_deterministic(function, rounding);
-    if (static_cast<std::size_t>(rows * cols) != weights.size())
+    if (checked_element_count(function, rows, cols) != weights.size())
         throw std::invalid_argument(std::string(function) + ": " + std::to_string(weights.size()) +
                                     " elements are not rows * cols = " + std::to_string(rows) + " * " +
                                     std::to_string(cols));
@@ -150,7 +181,7 @@ inline TernaryWeights quantize_ternary_rows(std::span<const float> weights, Eige
 inline Int8Activations quantize_int8_rows(std::span<const float> values, Eigen::Index rows, Eigen::Index cols,
                                           Rounding rounding, const char* function) {
     require_deterministic(function, rounding);
-    if (static_cast<std::size_t>(rows * cols) != values.size())
+    if (checked_element_count(function, rows, cols) != values.size())
         throw std::invalid_argument(std::string(function) + ": " + std::to_string(values.size()) +
                                     " elements are not rows * cols = " + std::to_string(rows) + " * " +
                                     std::to_string(cols));
@@ -181,7 +212,8 @@ float absmean_scale(const X& x) {
     return absmean_scale(input.span());
 }
 
-/// s = max |x| / 127, the int8 activation scale (1 when x is all zero). Throws for empty or non-finite input.
+/// s = max |x| / 127, the int8 activation scale (1 when x is all zero or max |x| / 127 underflows to 0).
+/// Throws for empty or non-finite input.
 inline float absmax_scale(std::span<const float> x) {
     detail::require_finite_data("lowbit::absmax_scale", x);
     return detail::absmax_scale_of(x);
@@ -267,4 +299,4 @@ typename Derived::PlainObject fake_quantize_activations_int8(const Eigen::DenseB
     return result;
 }
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

@@ -13,6 +13,8 @@
 // of any rank, TensorMap) and returns the input's shape as a plain evaluated object.
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -24,11 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "detail/checks.hpp"
 #include "detail/elementwise.hpp"
 #include "detail/tensor_like.hpp"
 #include "rounding.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 /// Where calibration statistics come from.
 enum class Observer {
@@ -86,30 +89,6 @@ struct PerChannelLsqGradients {
     std::vector<float> grad_scales;
 };
 
-namespace detail {
-
-inline std::string float_text(float value) {
-    if (std::isnan(value)) return "nan";
-    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-    char text[48];
-    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
-    return text;
-}
-
-inline void require_same_size(const char* function, const char* first, std::size_t first_size, const char* second,
-                              std::size_t second_size) {
-    if (first_size != second_size)
-        throw std::invalid_argument(std::string(function) + ": " + first + " has " + std::to_string(first_size) +
-                                    " elements but " + second + " has " + std::to_string(second_size));
-}
-
-inline void require_valid_scale(const char* function, float scale) {
-    if (!(std::isfinite(scale) && scale > 0.0f))
-        throw std::invalid_argument(std::string(function) + ": scale = " + float_text(scale) +
-                                    " must be finite and > 0");
-}
-
-}  // namespace detail
 
 /// Per-tensor fake quantization with Bits-bit codes (A3 ranges), calibrated by min-max observers (A4).
 ///
@@ -130,14 +109,13 @@ public:
 
     FakeQuantize() : FakeQuantize(FakeQuantConfig{}) {}
 
-    /// Throws std::invalid_argument for averaging_constant outside (0, 1] or min_scale not finite and > 0.
+    /// Throws std::invalid_argument for averaging_constant outside (0, 1] or a min_scale that is not a
+    /// valid scale (finite and >= FLT_MIN: see detail::require_valid_scale).
     explicit FakeQuantize(FakeQuantConfig config) : config_(config) {
         if (!(config.averaging_constant > 0.0f && config.averaging_constant <= 1.0f))
             throw std::invalid_argument("lowbit::FakeQuantize: averaging_constant = " +
                                         detail::float_text(config.averaging_constant) + " must be in (0, 1]");
-        if (!(std::isfinite(config.min_scale) && config.min_scale > 0.0f))
-            throw std::invalid_argument("lowbit::FakeQuantize: min_scale = " + detail::float_text(config.min_scale) +
-                                        " must be finite and > 0");
+        detail::require_valid_scale("lowbit::FakeQuantize", config.min_scale, "min_scale");
     }
 
     // ---- code range (A3) ----
@@ -162,8 +140,9 @@ public:
     bool has_observed() const noexcept { return observed_; }
 
     /// Sets the qparams directly (and marks the quantizer initialized). Throws std::invalid_argument for
-    /// a scale that is zero, negative, NaN or infinite, a zero point outside [qmin, qmax], or a non-zero
-    /// zero point on a symmetric quantizer.
+    /// a scale that is zero, negative, NaN, infinite or subnormal (below FLT_MIN), or so large that
+    /// an end of the code range, (qmin - z) * scale or (qmax - z) * scale, overflows float; a zero point
+    /// outside [qmin, qmax]; or a non-zero zero point on a symmetric quantizer.
     void set_qparams(float scale, int zero_point) {
         detail::require_valid_scale("lowbit::FakeQuantize::set_qparams", scale);
         if (zero_point < qmin() || zero_point > qmax())
@@ -172,6 +151,10 @@ public:
         if (Symmetric && zero_point != 0)
             throw std::invalid_argument("lowbit::FakeQuantize::set_qparams: zero_point = " + std::to_string(zero_point) +
                                         " must be 0 for a symmetric quantizer");
+        if (!levels_finite(scale, zero_point))
+            throw std::invalid_argument("lowbit::FakeQuantize::set_qparams: scale = " + detail::float_text(scale) +
+                                        " with zero_point = " + std::to_string(zero_point) +
+                                        " puts the end of the code range beyond the largest float");
         scale_ = scale;
         zero_point_ = zero_point;
         initialized_ = true;
@@ -216,9 +199,8 @@ public:
             observed_min_ = min < observed_min_ ? min : observed_min_;
             observed_max_ = max > observed_max_ ? max : observed_max_;
         } else {
-            const float c = config_.averaging_constant;
-            observed_min_ = observed_min_ + c * (min - observed_min_);
-            observed_max_ = observed_max_ + c * (max - observed_max_);
+            observed_min_ = moving_average(observed_min_, min);
+            observed_max_ = moving_average(observed_max_, max);
         }
         set_from_range(observed_min_, observed_max_);
     }
@@ -387,6 +369,23 @@ public:
     }
 
 private:
+    /// m + c (batch - m) in f32 as PyTorch computes it; when batch - m overflows (extremes of opposite
+    /// sign near FLT_MAX) the same formula in double, whose result lies between m and batch and so fits.
+    float moving_average(float average, float batch) const noexcept {
+        const float c = config_.averaging_constant;
+        const float next = average + c * (batch - average);
+        if (std::isfinite(next)) return next;
+        const double wide = static_cast<double>(average) +
+                            static_cast<double>(c) * (static_cast<double>(batch) - static_cast<double>(average));
+        return static_cast<float>(wide);
+    }
+
+    /// True when both ends of the code range, (qmin - z) s and (qmax - z) s, are finite floats.
+    bool levels_finite(float scale, int zero_point) const noexcept {
+        return std::isfinite(static_cast<float>(qmin() - zero_point) * scale) &&
+               std::isfinite(static_cast<float>(qmax() - zero_point) * scale);
+    }
+
     static void require_range(const char* function, float min, float max) {
         if (!(std::isfinite(min) && std::isfinite(max) && min <= max))
             throw std::invalid_argument(std::string(function) + ": range [" + detail::float_text(min) + ", " +
@@ -395,6 +394,8 @@ private:
 
     /// A4: symmetric s = max(|min|, |max|) / qmax, z = 0; asymmetric: widen to contain 0, then
     /// s = (max - min) / (qmax - qmin), floor s at min_scale, z = clamp(qmin - R(min / s), qmin, qmax).
+    /// When a range touching +-FLT_MAX makes (qmax - z) s or (qmin - z) s overflow, s is lowered by the
+    /// fewest ulps that keep both finite (forward(FLT_MAX) is then the largest finite level, not inf).
     void set_from_range(float min, float max) {
         float scale = 0.0f;
         int zero_point = 0;
@@ -416,6 +417,9 @@ private:
             const float code = static_cast<float>(qmin()) - detail::round_deterministic(rule, low / scale);
             zero_point = static_cast<int>(detail::clamp_code(code, static_cast<float>(qmin()), static_cast<float>(qmax())));
         }
+        // A range reaching +-FLT_MAX can round s up so far that qmax * s overflows: step s down to the
+        // largest scale whose code-range ends are finite, so forward saturates at the largest finite level.
+        while (!levels_finite(scale, zero_point)) scale = std::nextafter(scale, 0.0f);
         scale_ = scale;
         zero_point_ = zero_point;
         initialized_ = true;
@@ -448,6 +452,8 @@ private:
 /// calls check it. Tensor-like forms take the channel count from the extent along axis(). Fastest when
 /// the channel axis is the slowest-varying one in storage (e.g. axis 0 of a row-major matrix): each
 /// channel is then one contiguous run for the vector kernels; otherwise runs are shorter.
+/// Rounding::stochastic: each forward call draws from one UniformStream(config().seed) over the whole
+/// tensor, element i in storage order taking uniform(i), so channels and runs get independent noise.
 template <int Bits, bool Symmetric = true>
 class PerChannelFakeQuantize {
 public:
@@ -483,15 +489,26 @@ public:
         for (const Channel& channel : channels_) result.push_back(channel.zero_point());
         return result;
     }
-    /// One quantizer per channel (read-only access, e.g. to its params()).
+    /// One quantizer per channel (read-only access, e.g. to its params()). Throws std::out_of_range
+    /// for index >= channels().
     const Channel& channel(std::size_t index) const { return channels_.at(index); }
 
-    /// Sets every channel's qparams (FakeQuantize::set_qparams rules); the sizes fix the channel count.
+    /// Sets every channel's qparams (FakeQuantize::set_qparams rules, the message naming the channel);
+    /// the sizes fix the channel count. Throws std::invalid_argument for sizes that differ or are 0.
     void set_qparams(std::span<const float> scales, std::span<const int> zero_points) {
         detail::require_same_size("lowbit::PerChannelFakeQuantize::set_qparams", "scales", scales.size(),
                                   "zero_points", zero_points.size());
+        if (scales.empty())
+            throw std::invalid_argument("lowbit::PerChannelFakeQuantize::set_qparams: no channels (scales is empty)");
         std::vector<Channel> next(scales.size(), prototype_);
-        for (std::size_t c = 0; c < scales.size(); ++c) next[c].set_qparams(scales[c], zero_points[c]);
+        for (std::size_t c = 0; c < scales.size(); ++c) {
+            try {
+                next[c].set_qparams(scales[c], zero_points[c]);
+            } catch (const std::invalid_argument& error) {
+                throw std::invalid_argument("lowbit::PerChannelFakeQuantize::set_qparams: channel " + std::to_string(c) +
+                                            ": " + error.what());
+            }
+        }
         channels_ = std::move(next);
     }
 
@@ -567,17 +584,18 @@ public:
                                    });
     }
 
-    /// LSQ per channel: the input gradient and one scale gradient per channel.
+    /// LSQ per channel: the input gradient and one scale gradient per channel (one per slice along
+    /// axis()). Before calibration every channel uses scale 1 and zero point 0, as forward does.
     template <detail::TensorLike G, detail::TensorLike X>
     PerChannelLsqGradients<detail::result_t<G>> backward_lsq(const G& grad, const X& input,
                                                              float grad_factor = 1.0f) const {
         const detail::AxisLayout layout = checked_layout(grad, "backward_lsq");
-        std::vector<double> sums(channels_.size(), 0.0);
+        std::vector<double> sums(layout.extent, 0.0);
         auto grad_input = detail::map_tensor2(
             grad, input, "lowbit::PerChannelFakeQuantize::backward_lsq",
             [&](std::span<const float> g, std::span<const float> x, std::span<float> out) {
                 for_each_run(g.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
-                    sums[c] += channels_[c].backward_lsq(g.subspan(begin, length), x.subspan(begin, length),
+                    sums[c] += channel_or_prototype(c).backward_lsq(g.subspan(begin, length), x.subspan(begin, length),
                                                          out.subspan(begin, length), grad_factor);
                 });
             });
@@ -586,6 +604,7 @@ public:
 
 private:
     std::size_t channels_or_one() const { return channels_.empty() ? 1 : channels_.size(); }
+    const Channel& channel_or_prototype(std::size_t c) const { return channels_.empty() ? prototype_ : channels_[c]; }
 
     detail::AxisLayout row_major_layout(std::span<const float> data, std::size_t channels, const char* what) const {
         if (channels == 0 || data.size() % channels != 0)
@@ -653,6 +672,16 @@ private:
             prototype_.forward(x, out);
             return;
         }
+        if (config().rounding == Rounding::stochastic) {
+            // One stream for the whole tensor, as FakeQuantize: element i (in storage order) draws
+            // stream.uniform(i), whichever channel it belongs to.
+            const UniformStream stream(config().seed);
+            for_each_run(x.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
+                detail::reference::fake_quantize_forward_stochastic(channels_[c].params(), stream, begin,
+                                                                    x.data() + begin, out.data() + begin, length);
+            });
+            return;
+        }
         for_each_run(x.size(), layout, [&](std::size_t begin, std::size_t length, std::size_t c) {
             channels_[c].forward(x.subspan(begin, length), out.subspan(begin, length));
         });
@@ -675,4 +704,4 @@ private:
     std::vector<Channel> channels_;
 };
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

@@ -1,6 +1,8 @@
 // GroupFakeQuantize: the training-time twin of QuantizedLinear's weight format.
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -9,7 +11,7 @@
 
 #include "quantized_matrix.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 /// Group-wise fake quantization of a weight matrix w [out, in] in exactly the format QuantizedLinear
 /// deploys (MLX affine, semantics.md A9): forward(w) is dequantize(quantize<GroupSize, Bits>(w)) bit for
@@ -34,7 +36,9 @@ public:
     /// w [out, in] (any float dense expression) -> dequantize(quantize(w)) [out, in].
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& w) const {
-        return dequantize(quantize<GroupSize, Bits>(w));
+        static_assert(std::is_same_v<typename Derived::Scalar, float>,
+                      "lowbit::GroupFakeQuantize::forward takes a float matrix");
+        return dequantize(detail::quantize_named<GroupSize, Bits>("lowbit::GroupFakeQuantize::forward", w));
     }
 
     /// Straight-through gradient with respect to w: grad itself, after checking it has w's shape.
@@ -44,12 +48,12 @@ public:
                           std::is_same_v<typename WeightDerived::Scalar, float>,
                       "lowbit::GroupFakeQuantize::backward takes float matrices");
         if (grad.rows() != w.rows() || grad.cols() != w.cols()) {
-            throw std::invalid_argument("lowbit::GroupFakeQuantize::backward: grad is " + std::to_string(grad.rows()) +
-                                        "x" + std::to_string(grad.cols()) + " but w is " + std::to_string(w.rows()) +
-                                        "x" + std::to_string(w.cols()));
+            throw std::invalid_argument("lowbit::GroupFakeQuantize::backward: grad is " +
+                                        detail::shape_text(grad.rows(), grad.cols()) + " but w is " +
+                                        detail::shape_text(w.rows(), w.cols()));
         }
         return grad;
     }
 };
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

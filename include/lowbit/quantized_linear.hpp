@@ -6,6 +6,8 @@
 // QuantizedMatrix) and `bias` (the layer's additive [out] vector, kept in float) are different things.
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -23,13 +25,9 @@
 #include "detail/simd.hpp"
 #include "quantized_matrix.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 namespace detail {
-
-inline std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
-    return std::to_string(rows) + "x" + std::to_string(cols);
-}
 
 /// Row-major view of any float dense expression; copies only when the layout is not row-major.
 using RowMatrixRef = Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>;
@@ -78,6 +76,24 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
     return y;
 }
 
+/// The public quantized_matmul with errors naming `function`.
+template <class Derived, int GroupSize, int Bits>
+RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
+                                   const QuantizedMatrix<GroupSize, Bits>& q) {
+    q.check_shapes(function);
+    const RowMatrixRef input(x.derived());
+    if (input.rows() == 0 || input.cols() == 0)
+        throw std::invalid_argument(std::string(function) + ": empty input x (" +
+                                    shape_text(input.rows(), input.cols()) + ")");
+    if (input.cols() != q.cols())
+        throw std::invalid_argument(std::string(function) + ": x is " + shape_text(input.rows(), input.cols()) +
+                                    " but the quantized matrix is " + shape_text(q.rows(), q.cols()) +
+                                    " (x's last dimension must be " + std::to_string(q.cols()) + ")");
+    RowMatrixXf out(input.rows(), q.rows());
+    quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
+    return out;
+}
+
 }  // namespace detail
 
 /// x * dequantize(q)^T as RowMatrixXf [M, out] for x [M, in] (any float dense expression; copied only if
@@ -88,18 +104,7 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
 template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
-    q.check_shapes("lowbit::quantized_matmul");
-    const detail::RowMatrixRef input(x.derived());
-    if (input.rows() == 0 || input.cols() == 0)
-        throw std::invalid_argument("lowbit::quantized_matmul: empty input x (" +
-                                    detail::shape_text(input.rows(), input.cols()) + ")");
-    if (input.cols() != q.cols())
-        throw std::invalid_argument("lowbit::quantized_matmul: x is " + detail::shape_text(input.rows(), input.cols()) +
-                                    " but the quantized matrix is " + detail::shape_text(q.rows(), q.cols()) +
-                                    " (x's last dimension must be " + std::to_string(q.cols()) + ")");
-    RowMatrixXf out(input.rows(), q.rows());
-    detail::quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
-    return out;
+    return detail::quantized_matmul_named("lowbit::quantized_matmul", x, q);
 }
 
 /// A float linear layer: forward(x) = x * weight^T + bias, weight [out, in], bias [out].
@@ -174,7 +179,9 @@ public:
     /// x [M, in] (any float dense expression) -> [M, out]. Throws std::invalid_argument unless x.cols() == in.
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
-        RowMatrixXf out = quantized_matmul(x, weight_);
+        static_assert(std::is_same_v<typename Derived::Scalar, float>,
+                      "lowbit::QuantizedLinear::forward takes a float x");
+        RowMatrixXf out = detail::quantized_matmul_named("lowbit::QuantizedLinear::forward", x, weight_);
         if (bias_) out.rowwise() += bias_->transpose();
         return out;
     }
@@ -193,12 +200,13 @@ public:
     const Matrix& weight() const { return weight_; }
     const std::optional<Eigen::VectorXf>& bias() const { return bias_; }
     RowMatrixXf dequantize() const { return lowbit::dequantize(weight_); }
-    int input_dims() const { return static_cast<int>(weight_.cols()); }
-    int output_dims() const { return static_cast<int>(weight_.rows()); }
+    /// in and out, as Eigen::Index (64-bit: no narrowing for large layers).
+    Eigen::Index input_dims() const { return weight_.cols(); }
+    Eigen::Index output_dims() const { return weight_.rows(); }
 
 private:
     Matrix weight_;
     std::optional<Eigen::VectorXf> bias_;
 };
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

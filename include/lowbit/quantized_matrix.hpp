@@ -14,7 +14,13 @@
 //   codes  uint32 [out, in*Bits/32]   (one 32-code block = Bits words, so groups are whole words)
 //   scales float  [out, in/GroupSize] (may be negative: see quantize)
 //   biases float  [out, in/GroupSize] (the group's larger-magnitude extreme, or 0)
+//
+// Hand-built matrices: check_shapes() refuses parts that disagree; scales and biases are not
+// inspected on every call (that would cost a pass over them per GEMV), so a NaN or Inf placed in them
+// by hand comes out as NaN or Inf in the affected outputs. quantize never produces one.
 #pragma once
+
+#include "detail/config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,12 +35,13 @@
 
 #include <Eigen/Core>
 
+#include "detail/checks.hpp"
 #include "detail/kernels/packing.hpp"
 #include "detail/parallel.hpp"
 #include "matrix_types.hpp"
 #include "rounding.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 /// The one list of supported formats: Bits in {2, 3, 4, 5, 6, 8}, GroupSize in {32, 64, 128} (MLX's).
 template <int GroupSize, int Bits>
@@ -65,9 +72,7 @@ struct QuantizedMatrix {
     /// Throws std::invalid_argument (message starting with `function`) unless the three parts agree
     /// and the matrix is non-empty.
     void check_shapes(const char* function) const {
-        const auto text = [](Eigen::Index rows, Eigen::Index cols) {
-            return std::to_string(rows) + "x" + std::to_string(cols);
-        };
+        const auto text = [](Eigen::Index rows, Eigen::Index cols) { return detail::shape_text(rows, cols); };
         if (codes.rows() == 0 || codes.cols() == 0)
             throw std::invalid_argument(std::string(function) + ": empty quantized matrix (codes " +
                                         text(codes.rows(), codes.cols()) + ")");
@@ -114,9 +119,63 @@ inline std::pair<float, float> quantize_group(const float* values, std::size_t c
     return {scale, bias};
 }
 
+/// True when every level fl(fl(s * q) + b), q in [0, 2^Bits - 1], of a group is finite. The levels are
+/// monotone in q, so the two ends decide.
+template <int Bits>
+inline bool group_levels_finite(float scale, float bias) {
+    constexpr float n_bins = static_cast<float>((1 << Bits) - 1);
+    const float top = scale * n_bins;
+    return std::isfinite(scale) && std::isfinite(top) && std::isfinite(top + bias);
+}
+
 /// Rows per thread range for row-parallel work on rows of `cols` values: about 64K values each.
 inline std::size_t rows_per_range(Eigen::Index cols) {
     return std::max<std::size_t>(1, std::size_t{1 << 16} / static_cast<std::size_t>(std::max<Eigen::Index>(cols, 1)));
+}
+
+/// quantize (below) with errors naming `function`, for the public entry points built on it.
+template <int GroupSize, int Bits, class Derived>
+QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+    using Result = QuantizedMatrix<GroupSize, Bits>;
+    const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
+    const Eigen::Index rows = weights.rows(), cols = weights.cols();
+    if (rows == 0 || cols == 0)
+        throw std::invalid_argument(std::string(function) + ": empty weight matrix (" + shape_text(rows, cols) + ")");
+    if (cols % GroupSize != 0)
+        throw std::invalid_argument(std::string(function) + ": in = " + std::to_string(cols) +
+                                    " is not a multiple of GroupSize = " + std::to_string(GroupSize));
+    for (Eigen::Index r = 0; r < rows; ++r)
+        for (Eigen::Index c = 0; c < cols; ++c)
+            if (!std::isfinite(weights(r, c)))
+                throw std::invalid_argument(std::string(function) + ": weight at row " + std::to_string(r) +
+                                            ", column " + std::to_string(c) + " is " + float_text(weights(r, c)) +
+                                            " (NaN and Inf cannot be quantized)");
+    Result result;
+    const Eigen::Index groups = cols / GroupSize;
+    result.codes.resize(rows, cols * Bits / 32);
+    result.scales.resize(rows, groups);
+    result.biases.resize(rows, groups);
+    parallel_for(static_cast<std::size_t>(rows), rows_per_range(cols), [&](std::size_t begin, std::size_t end) {
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
+        for (std::size_t r = begin; r < end; ++r) {
+            const auto row = static_cast<Eigen::Index>(r);
+            const float* values = weights.data() + row * weights.outerStride();
+            for (Eigen::Index g = 0; g < groups; ++g) {
+                const auto [scale, bias] = quantize_group<Bits>(values + g * GroupSize, GroupSize,
+                                                               codes.data() + g * GroupSize);
+                if (!group_levels_finite<Bits>(scale, bias))
+                    throw std::invalid_argument(
+                        std::string(function) + ": row " + std::to_string(row) + ", group " + std::to_string(g) +
+                        " (columns " + std::to_string(g * GroupSize) + " to " + std::to_string((g + 1) * GroupSize - 1) +
+                        ") spans a range too wide for float: max - min or its top level s * " +
+                        std::to_string((1 << Bits) - 1) + " + b overflows");
+                result.scales(row, g) = scale;
+                result.biases(row, g) = bias;
+            }
+            kernels::pack_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
+        }
+    });
+    return result;
 }
 
 }  // namespace detail
@@ -124,47 +183,17 @@ inline std::size_t rows_per_range(Eigen::Index cols) {
 /// Quantizes w [out, in] (any float Eigen dense expression, either storage order) exactly as MLX's CPU
 /// `mx.quantize(w, group_size, bits)` in affine mode: same codes, packed words, scales and biases.
 /// Scales are negative when the group's larger-magnitude extreme is its max. An all-zero group gets
-/// scale -1e-7, bias 0 and codes 0; a constant group c gets bias c and codes 0 (dequantizes to c).
-/// Throws std::invalid_argument for an empty w, in % GroupSize != 0, or a NaN/Inf (naming row and column).
+/// scale -1e-7, bias 0 and codes 0. A constant group c with |c| >= 5e-8 gets bias c and codes 0 and
+/// dequantizes to c; for |c| < 5e-8, edge / scale rounds to code 0, so the bias is 0 and the group
+/// dequantizes to 0 (as in MLX).
+/// Throws std::invalid_argument for an empty w, in % GroupSize != 0, a NaN/Inf (naming row and column),
+/// or a group whose levels overflow float (max - min, or s * (2^Bits - 1) + b, is infinite: e.g. a group
+/// holding FLT_MAX and -FLT_MAX; naming row and group: MLX returns an infinite scale and NaN or Inf
+/// weights there). So every matrix quantize returns dequantizes to finite values.
 template <int GroupSize = 64, int Bits = 4, class Derived>
 QuantizedMatrix<GroupSize, Bits> quantize(const Eigen::MatrixBase<Derived>& w) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
-    using Result = QuantizedMatrix<GroupSize, Bits>;
-    const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
-    const Eigen::Index rows = weights.rows(), cols = weights.cols();
-    if (rows == 0 || cols == 0)
-        throw std::invalid_argument("lowbit::quantize: empty weight matrix (" + std::to_string(rows) + "x" +
-                                    std::to_string(cols) + ")");
-    if (cols % GroupSize != 0)
-        throw std::invalid_argument("lowbit::quantize: in = " + std::to_string(cols) +
-                                    " is not a multiple of GroupSize = " + std::to_string(GroupSize));
-    for (Eigen::Index r = 0; r < rows; ++r)
-        for (Eigen::Index c = 0; c < cols; ++c)
-            if (!std::isfinite(weights(r, c)))
-                throw std::invalid_argument("lowbit::quantize: weight at row " + std::to_string(r) + ", column " +
-                                            std::to_string(c) + " is " + std::to_string(weights(r, c)) +
-                                            " (NaN and Inf cannot be quantized)");
-    Result result;
-    const Eigen::Index groups = cols / GroupSize;
-    result.codes.resize(rows, cols * Bits / 32);
-    result.scales.resize(rows, groups);
-    result.biases.resize(rows, groups);
-    detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
-                         [&](std::size_t begin, std::size_t end) {
-        std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
-        for (std::size_t r = begin; r < end; ++r) {
-            const auto row = static_cast<Eigen::Index>(r);
-            const float* values = weights.data() + row * weights.outerStride();
-            for (Eigen::Index g = 0; g < groups; ++g) {
-                const auto [scale, bias] = detail::quantize_group<Bits>(values + g * GroupSize, GroupSize,
-                                                                       codes.data() + g * GroupSize);
-                result.scales(row, g) = scale;
-                result.biases(row, g) = bias;
-            }
-            detail::kernels::pack_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
-        }
-    });
-    return result;
+    return detail::quantize_named<GroupSize, Bits>("lowbit::quantize", w);
 }
 
 /// The float matrix [rows, cols] that q stands for: w = s * q + b per group, computed as fl(fl(s*q) + b)
@@ -191,4 +220,4 @@ RowMatrixXf dequantize(const QuantizedMatrix<GroupSize, Bits>& q) {
     return w;
 }
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

@@ -8,6 +8,8 @@
 // x and out of different sizes.
 #pragma once
 
+#include "detail/config.hpp"
+
 #include <algorithm>
 #include <span>
 #include <stdexcept>
@@ -19,7 +21,7 @@
 #include "fake_quantize.hpp"
 #include "rounding.hpp"
 
-namespace lowbit {
+LOWBIT_BEGIN_NAMESPACE
 
 namespace detail {
 
@@ -38,8 +40,9 @@ inline FakeQuantParams ste_params(const char* function, float scale, float min_v
     return params.finish();
 }
 
-inline void ste_run(const FakeQuantParams& params, UniformStream* stream, std::span<const float> x, std::span<float> out) {
-    require_same_size("lowbit::ste_forward", "x", x.size(), "out", out.size());
+inline void ste_run(const char* function, const FakeQuantParams& params, UniformStream* stream,
+                    std::span<const float> x, std::span<float> out) {
+    require_same_size(function, "x", x.size(), "out", out.size());
     if (params.rounding == Rounding::stochastic) {
         UniformStream fresh;
         fake_quantize_forward_stochastic(params, stream != nullptr ? *stream : fresh, x.data(), out.data(), x.size());
@@ -48,18 +51,33 @@ inline void ste_run(const FakeQuantParams& params, UniformStream* stream, std::s
     }
 }
 
+/// ste_forward for the named STE functions (ternary_ste, int8_ste): same pass, errors naming `function`.
+inline void named_ste(const char* function, std::span<const float> x, std::span<float> out, float scale,
+                      float min_val, float max_val, Rounding rounding) {
+    ste_run(function, ste_params(function, scale, min_val, max_val, rounding), nullptr, x, out);
+}
+template <TensorLike X>
+result_t<X> named_ste(const char* function, const X& x, float scale, float min_val, float max_val, Rounding rounding) {
+    const FakeQuantParams params = ste_params(function, scale, min_val, max_val, rounding);
+    return map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
+        ste_run(function, params, nullptr, in, out);
+    });
+}
+
 }  // namespace detail
 
 /// out = clamp(R(x / scale), min_val, max_val) * scale.
 inline void ste_forward(std::span<const float> x, std::span<float> out, float scale, float min_val, float max_val,
                         Rounding rounding = Rounding::half_away_from_zero) {
-    detail::ste_run(detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding), nullptr, x, out);
+    detail::ste_run("lowbit::ste_forward", detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding),
+                    nullptr, x, out);
 }
 /// Stochastic rounding with the caller's stream (advanced by x.size()).
 inline void ste_forward(std::span<const float> x, std::span<float> out, float scale, float min_val, float max_val,
                         UniformStream& stream) {
-    detail::ste_run(detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic), &stream,
-                    x, out);
+    detail::ste_run("lowbit::ste_forward",
+                    detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic), &stream, x,
+                    out);
 }
 inline std::vector<float> ste_forward(std::span<const float> x, float scale, float min_val, float max_val,
                                       Rounding rounding = Rounding::half_away_from_zero) {
@@ -72,7 +90,7 @@ detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float ma
                                 Rounding rounding = Rounding::half_away_from_zero) {
     const detail::FakeQuantParams params = detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding);
     return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
-        detail::ste_run(params, nullptr, in, out);
+        detail::ste_run("lowbit::ste_forward", params, nullptr, in, out);
     });
 }
 template <detail::TensorLike X>
@@ -80,7 +98,7 @@ detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float ma
     const detail::FakeQuantParams params =
         detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic);
     return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
-        detail::ste_run(params, &stream, in, out);
+        detail::ste_run("lowbit::ste_forward", params, &stream, in, out);
     });
 }
 
@@ -98,29 +116,33 @@ detail::result_t<G> ste_backward(const G& grad) {
 /// Ternary STE: codes in {-1, 0, 1} (scale typically the absmean of the weights).
 inline void ternary_ste(std::span<const float> x, std::span<float> out, float scale,
                         Rounding rounding = Rounding::half_away_from_zero) {
-    ste_forward(x, out, scale, -1.0f, 1.0f, rounding);
+    detail::named_ste("lowbit::ternary_ste", x, out, scale, -1.0f, 1.0f, rounding);
 }
 inline std::vector<float> ternary_ste(std::span<const float> x, float scale,
                                       Rounding rounding = Rounding::half_away_from_zero) {
-    return ste_forward(x, scale, -1.0f, 1.0f, rounding);
+    std::vector<float> out(x.size());
+    ternary_ste(x, out, scale, rounding);
+    return out;
 }
 template <detail::TensorLike X>
 detail::result_t<X> ternary_ste(const X& x, float scale, Rounding rounding = Rounding::half_away_from_zero) {
-    return ste_forward(x, scale, -1.0f, 1.0f, rounding);
+    return detail::named_ste("lowbit::ternary_ste", x, scale, -1.0f, 1.0f, rounding);
 }
 
 /// int8 STE: codes in [-127, 127] (scale typically absmax / 127).
 inline void int8_ste(std::span<const float> x, std::span<float> out, float scale,
                      Rounding rounding = Rounding::half_away_from_zero) {
-    ste_forward(x, out, scale, -127.0f, 127.0f, rounding);
+    detail::named_ste("lowbit::int8_ste", x, out, scale, -127.0f, 127.0f, rounding);
 }
 inline std::vector<float> int8_ste(std::span<const float> x, float scale,
                                    Rounding rounding = Rounding::half_away_from_zero) {
-    return ste_forward(x, scale, -127.0f, 127.0f, rounding);
+    std::vector<float> out(x.size());
+    int8_ste(x, out, scale, rounding);
+    return out;
 }
 template <detail::TensorLike X>
 detail::result_t<X> int8_ste(const X& x, float scale, Rounding rounding = Rounding::half_away_from_zero) {
-    return ste_forward(x, scale, -127.0f, 127.0f, rounding);
+    return detail::named_ste("lowbit::int8_ste", x, scale, -127.0f, 127.0f, rounding);
 }
 
-}  // namespace lowbit
+LOWBIT_END_NAMESPACE

@@ -111,9 +111,9 @@ TEST_CASE("STE bad input", "[ste][errors]") {
     const std::vector<float> x{1.0f};
     for (float bad : {0.0f, -2.0f, quiet_nan, inf}) {
         CHECK_THROWS_AS(lowbit::ste_forward(x, bad, -1.0f, 1.0f), std::invalid_argument);
-        CHECK_THROWS_WITH(lowbit::ternary_ste(x, bad), StartsWith("lowbit::ste_forward: scale = "));
+        CHECK_THROWS_WITH(lowbit::ternary_ste(x, bad), StartsWith("lowbit::ternary_ste: scale = "));
     }
-    CHECK_THROWS_WITH(lowbit::int8_ste(x, -2.0f), ContainsSubstring("scale = -2"));
+    CHECK_THROWS_WITH(lowbit::int8_ste(x, -2.0f), StartsWith("lowbit::int8_ste: scale = -2"));
     CHECK_THROWS_WITH(lowbit::ste_forward(x, 1.0f, 2.0f, 1.0f),
                       StartsWith("lowbit::ste_forward: min_val = 2 must be <= max_val = 1"));
     CHECK_THROWS_AS(lowbit::ste_forward(x, 1.0f, quiet_nan, 1.0f), std::invalid_argument);
