@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include <lowbit/detail/parallel.hpp>
+#include <lowbit/detail/threading/parallel.hpp>
 #include <lowbit/detail/simd.hpp>
 
 #include "harness.hpp"

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "detail/checks.hpp"
-#include "detail/elementwise.hpp"
+#include "detail/fake_quant/passes.hpp"
 #include "detail/tensor_like.hpp"
 #include "rounding.hpp"
 

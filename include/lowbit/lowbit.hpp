@@ -1,16 +1,12 @@
 // lowbit: low-bit quantization for neural networks in C++20 (header-only).
 //
-// The one header users include. Quantization-aware training: FakeQuantize, the STE functions and the
-// BitNet b1.58 quantizers. Inference: QuantizedMatrix / QuantizedLinear in MLX's packed format.
+// The one header users include. Quantization-aware training (qat.hpp): FakeQuantize, the STE functions,
+// the BitNet b1.58 quantizers, GroupFakeQuantize. Inference (inference.hpp): QuantizedMatrix /
+// QuantizedLinear in MLX's packed format. A program that uses only one side may include that header
+// instead and parse less. Checkpoint IO is opt-in: <lowbit/io.hpp>.
 #pragma once
 
-#include "version.hpp"
-#include "parallel.hpp"
-#include "rounding.hpp"
-#include "matrix_types.hpp"
-#include "fake_quantize.hpp"
-#include "ste.hpp"
-#include "bitnet.hpp"
-#include "quantized_matrix.hpp"
-#include "quantized_linear.hpp"
-#include "group_fake_quantize.hpp"
+#include <unsupported/Eigen/CXX11/Tensor>
+
+#include "qat.hpp"
+#include "inference.hpp"

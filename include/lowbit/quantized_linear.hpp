@@ -18,12 +18,17 @@
 #include <utility>
 
 #include <Eigen/Core>
-#include <unsupported/Eigen/CXX11/Tensor>
 
-#include "detail/kernels/quantized_matmul.hpp"
-#include "detail/reference/quantized_matmul.hpp"
-#include "detail/simd.hpp"
+#include "detail/dispatch/mlx_affine.hpp"
 #include "quantized_matrix.hpp"
+
+// Eigen::Tensor is declared here, not defined: forward(Tensor) is a template that only a caller holding
+// a Tensor instantiates, and that caller has included <unsupported/Eigen/CXX11/Tensor>. So users of
+// <lowbit/inference.hpp> do not parse Eigen's Tensor module (<lowbit/lowbit.hpp> still includes it).
+namespace Eigen {
+template <typename Scalar_, int NumIndices_, int Options_, typename IndexType_>
+class Tensor;
+}  // namespace Eigen
 
 LOWBIT_BEGIN_NAMESPACE
 
@@ -31,24 +36,6 @@ namespace detail {
 
 /// Row-major view of any float dense expression; copies only when the layout is not row-major.
 using RowMatrixRef = Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>;
-
-/// out = x * dequantize(q)^T on raw row-major storage: the xsimd kernels when this translation unit
-/// has SIMD (qgemv for M = 1 and Bits in {2, 4, 8}, qgemm otherwise), else the scalar reference.
-template <int GroupSize, int Bits>
-void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
-                      float* out, Eigen::Index out_stride) {
-    if constexpr (simd::enabled) {
-        if constexpr (kernels::word_aligned_bits<Bits>) {
-            if (M == 1) {
-                kernels::qgemv<simd::arch>(x, q, out);
-                return;
-            }
-        }
-        kernels::qgemm<simd::arch>(x, x_stride, M, q, out, out_stride);
-    } else {
-        reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
-    }
-}
 
 /// Views a tensor [..., last] as a [rows, last] matrix of its layout (no copy).
 template <int Rank, int Options, class IndexType>

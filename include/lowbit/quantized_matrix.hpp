@@ -36,30 +36,28 @@
 #include <Eigen/Core>
 
 #include "detail/checks.hpp"
-#include "detail/kernels/packing.hpp"
-#include "detail/parallel.hpp"
+#include "detail/mlx_affine/packing.hpp"
+#include "detail/mlx_affine/quantize.hpp"
+#include "detail/threading/parallel.hpp"
+#include "formats/mlx_affine.hpp"
 #include "matrix_types.hpp"
 #include "rounding.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
-
-/// The one list of supported formats: Bits in {2, 3, 4, 5, 6, 8}, GroupSize in {32, 64, 128} (MLX's).
-template <int GroupSize, int Bits>
-inline constexpr bool is_supported_quantization =
-    (Bits == 2 || Bits == 3 || Bits == 4 || Bits == 5 || Bits == 6 || Bits == 8) &&
-    (GroupSize == 32 || GroupSize == 64 || GroupSize == 128);
 
 /// Group-wise quantized matrix [rows, cols] in MLX's affine format (layout drawn at the top of this file).
 template <int GroupSize = 64, int Bits = 4>
 struct QuantizedMatrix {
     static_assert(is_supported_quantization<GroupSize, Bits>,
                   "lowbit::QuantizedMatrix supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+    /// The format this matrix holds (formats/mlx_affine.hpp).
+    using format = MlxAffine<GroupSize, Bits>;
     using CodeMatrix = Eigen::Matrix<std::uint32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
     static constexpr int group_size = GroupSize;
     static constexpr int bits = Bits;
-    static constexpr int words_per_group = GroupSize * Bits / 32;
-    static constexpr std::uint32_t max_code = (std::uint32_t{1} << Bits) - 1;
+    static constexpr int words_per_group = format::words_per_group;
+    static constexpr std::uint32_t max_code = format::max_code;
 
     CodeMatrix codes;     ///< [rows, cols*Bits/32] packed codes
     RowMatrixXf scales;   ///< [rows, cols/GroupSize]
@@ -87,37 +85,6 @@ struct QuantizedMatrix {
 };
 
 namespace detail {
-
-/// MLX CPU affine quantization of one group (semantics.md B 3.2), all in f32 with RNE:
-/// s = max((max - min) / n_bins, 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
-/// extreme (max on ties); q0 = RNE(edge / s); if q0 != 0 then s = edge / q0 and bias = edge, else
-/// bias = 0; q = clamp(RNE((w - bias) / s), 0, n_bins). Returns {scale, bias}.
-template <int Bits>
-inline std::pair<float, float> quantize_group(const float* values, std::size_t count, std::uint8_t* codes) {
-    constexpr float n_bins = static_cast<float>((1 << Bits) - 1);
-    constexpr float eps = 1e-7f;
-    float w_min = std::numeric_limits<float>::infinity();
-    float w_max = -std::numeric_limits<float>::infinity();
-    for (std::size_t i = 0; i < count; ++i) {
-        w_min = std::min(w_min, values[i]);
-        w_max = std::max(w_max, values[i]);
-    }
-    const bool min_is_edge = std::abs(w_min) > std::abs(w_max);
-    float scale = std::max((w_max - w_min) / n_bins, eps);
-    scale = min_is_edge ? scale : -scale;
-    const float edge = min_is_edge ? w_min : w_max;
-    const float q0 = round_half_to_even(edge / scale);
-    float bias = 0.0f;
-    if (q0 != 0.0f) {
-        scale = edge / q0;
-        bias = edge;
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-        const float code = std::clamp(round_half_to_even((values[i] - bias) / scale), 0.0f, n_bins);
-        codes[i] = static_cast<std::uint8_t>(code);
-    }
-    return {scale, bias};
-}
 
 /// True when every level fl(fl(s * q) + b), q in [0, 2^Bits - 1], of a group is finite. The levels are
 /// monotone in q, so the two ends decide.

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "detail/elementwise.hpp"
+#include "detail/fake_quant/passes.hpp"
 #include "detail/tensor_like.hpp"
 #include "fake_quantize.hpp"
 #include "rounding.hpp"

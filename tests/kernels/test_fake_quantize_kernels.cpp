@@ -11,9 +11,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/elementwise.hpp>
-#include <lowbit/detail/kernels/fake_quantize.hpp>
-#include <lowbit/detail/reference/fake_quantize.hpp>
+#include <lowbit/detail/fake_quant/kernels.hpp>
+#include <lowbit/detail/fake_quant/passes.hpp>
+#include <lowbit/detail/fake_quant/reference.hpp>
 #include <lowbit/parallel.hpp>
 
 #include "support/random.hpp"

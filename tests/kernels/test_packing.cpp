@@ -4,8 +4,8 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/kernels/packing.hpp>
-#include <lowbit/detail/reference/packing.hpp>
+#include <lowbit/detail/mlx_affine/packing.hpp>
+#include <lowbit/detail/mlx_affine/packing_reference.hpp>
 
 #include "support/random.hpp"
 

@@ -1,6 +1,7 @@
 // Group-wise quantized matmul: every path (xsimd qgemv, xsimd qgemm, scalar reference) against the
-// float product x * dequantize(q)^T (evaluated in double), over every M 1..9, N 1..17, K of 1..4
-// groups, a large K, a large N, more rows than one tile, and odd row strides for x and out.
+// float product x * dequantize(q)^T (evaluated in double), for every supported format, over every M and N
+// around the microkernel's register block (read from QgemmF32Ukernel, so each instruction set's tile is
+// covered), K of 1..4 groups, a large K, more columns and rows than one tile, and odd row strides.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/kernels/quantized_matmul.hpp>
-#include <lowbit/detail/reference/quantized_matmul.hpp>
+#include <lowbit/detail/mlx_affine/matmul_driver.hpp>
+#include <lowbit/detail/mlx_affine/matmul_reference.hpp>
 #include <lowbit/detail/simd.hpp>
 #include <lowbit/quantized_matrix.hpp>
 
@@ -106,46 +108,43 @@ void check_all_paths(std::mt19937_64& rng, Index M, Index N, Index K, Index x_pa
     });
     if constexpr (simd::enabled) {
         problem.check("qgemm", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-            kernels::qgemm<simd::arch>(x, xs, m, q, out, os);
+            kernels::qgemm_f32<simd::arch>(x, xs, m, q, out, os);
         });
-        if constexpr (kernels::word_aligned_bits<Bits>) {
+        if constexpr (lowbit::MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
             if (M == 1)
                 problem.check("qgemv", [](const float* x, Index, Index, const auto& q, float* out, Index) {
-                    kernels::qgemv<simd::arch>(x, q, out);
+                    kernels::qgemv_f32<simd::arch>(x, q, out);
                 });
         }
     }
 }
 
+/// Register block of the qgemm microkernel this build runs (the reference's shapes where SIMD is off).
+using Ukernel = kernels::QgemmF32Ukernel<simd::arch>;
+
 template <int GroupSize, int Bits>
 void sweep(std::uint64_t salt) {
     auto rng = lowbit::test::make_rng(salt);
-    // Every small shape: M 1..9, N 1..17, K of 1..4 groups, odd paddings that change with the shape.
+    // Every small shape, derived from the microkernel's tile: M 1..MR+1 (every row tail of a register
+    // block, and one more block), N 1..NR+1 (every column tail), K of 1..4 groups, odd paddings.
     for (Index groups = 1; groups <= 4; ++groups)
-        for (Index M = 1; M <= 9; ++M)
-            for (Index N = 1; N <= 17; ++N)
+        for (Index M = 1; M <= Ukernel::MR + 1; ++M)
+            for (Index N = 1; N <= Ukernel::NR + 1; ++N)
                 check_all_paths<GroupSize, Bits>(rng, M, N, groups * GroupSize, (M + N) % 2 == 0 ? 0 : 3, N % 3 == 0 ? 0 : 5);
-    // Large K (deep accumulation), large N (more than one column tile and a tail), many rows (two row tiles).
-    for (Index M : {1, 2, 9, 17}) check_all_paths<GroupSize, Bits>(rng, M, 37, 4096, 7, 1);
-    for (Index M : {1, 5, 8}) check_all_paths<GroupSize, Bits>(rng, M, 301, 2 * GroupSize, 1, 3);
-    check_all_paths<GroupSize, Bits>(rng, 300, 45, 2 * GroupSize, 1, 0);
-}
-
-template <int Bits>
-void sweep_group_sizes(std::uint64_t salt) {
-    sweep<32, Bits>(salt);
-    sweep<64, Bits>(salt + 1);
-    sweep<128, Bits>(salt + 2);
+    // Large K (deep accumulation), more than one column tile with a tail, two row tiles.
+    for (Index M : {Index{1}, Index{2}, Index{Ukernel::MR + 1}, Index{2 * Ukernel::MR + 1}})
+        check_all_paths<GroupSize, Bits>(rng, M, 37, 4096, 7, 1);
+    for (Index M : {Index{1}, Index{5}, Index{Ukernel::MR}})
+        check_all_paths<GroupSize, Bits>(rng, M, Ukernel::NC + Ukernel::NR + 13, 2 * GroupSize, 1, 3);
+    check_all_paths<GroupSize, Bits>(rng, Ukernel::MC + Ukernel::MR + 3, 45, 2 * GroupSize, 1, 0);
 }
 
 }  // namespace
 
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 2-bit", "[quantized_matmul]") { sweep_group_sizes<2>(100); }
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 3-bit", "[quantized_matmul]") { sweep_group_sizes<3>(110); }
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 4-bit", "[quantized_matmul]") { sweep_group_sizes<4>(120); }
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 5-bit", "[quantized_matmul]") { sweep_group_sizes<5>(130); }
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 6-bit", "[quantized_matmul]") { sweep_group_sizes<6>(140); }
-TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T: 8-bit", "[quantized_matmul]") { sweep_group_sizes<8>(150); }
+TEMPLATE_LIST_TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T", "[quantized_matmul]",
+                        lowbit::MlxAffineFormats) {
+    sweep<TestType::group_size, TestType::bits>(100 + 10 * TestType::bits + TestType::group_size / 32);
+}
 
 TEST_CASE("the xsimd quantized matmul kernels are the ones this build runs", "[quantized_matmul]") {
 #if defined(LOWBIT_FORCE_SCALAR)
@@ -153,7 +152,7 @@ TEST_CASE("the xsimd quantized matmul kernels are the ones this build runs", "[q
 #elif defined(__x86_64__) || defined(__aarch64__)
     CHECK(simd::enabled);
 #endif
-    UNSCOPED_INFO("qgemm register block " << kernels::GemmBlocking<simd::arch>::MR << " x "
-                                           << kernels::GemmBlocking<simd::arch>::NR);
+    UNSCOPED_INFO("qgemm register block " << kernels::QgemmF32Ukernel<simd::arch>::MR << " x "
+                                           << kernels::QgemmF32Ukernel<simd::arch>::NR);
     SUCCEED();
 }

@@ -12,7 +12,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
-#include <lowbit/detail/parallel.hpp>
+#include <lowbit/detail/threading/parallel.hpp>
 #include <lowbit/lowbit.hpp>
 
 namespace {

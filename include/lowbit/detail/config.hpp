@@ -10,7 +10,7 @@
 //
 // State that must be one per process whatever the units were built for (the thread count set by
 // set_num_threads) is data, not code, and lives in `lowbit::process_state`, outside the tag. Each
-// instruction set's code keeps its own worker pool (detail/thread_pool.hpp).
+// instruction set's code keeps its own worker pool (detail/threading/thread_pool.hpp).
 //
 // Use LOWBIT_BEGIN_NAMESPACE / LOWBIT_END_NAMESPACE around every lowbit declaration; never open
 // `namespace lowbit {` directly, or the declaration falls outside the tag.

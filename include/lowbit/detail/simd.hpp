@@ -18,14 +18,19 @@
 
 #include <xsimd/xsimd.hpp>
 
-#if defined(__SSE2__) || defined(_M_X64)
-#include <immintrin.h>
-#endif
 
 #if !defined(XSIMD_VERSION_MAJOR) || (XSIMD_VERSION_MAJOR < 8) || \
     (XSIMD_VERSION_MAJOR == 8 && XSIMD_VERSION_MINOR < 1)
 #error "lowbit needs xsimd 8.1 or newer"
 #endif
+
+// Instruction-set code, one file per instruction set (each compiles to nothing on other targets):
+// a new instruction set is a new file here and one include line.
+#include "arch/generic.hpp"
+#include "arch/x86_sse2.hpp"
+#include "arch/x86_avx.hpp"
+#include "arch/x86_avx2.hpp"
+#include "arch/x86_avx512.hpp"
 
 // Every symbol of this file, like the rest of lowbit, is in the version-and-instruction-set-tagged
 // namespace of config.hpp, so code built for different targets links safely.
@@ -50,32 +55,10 @@ using batch = xsimd::batch<T, Arch>;
 template <class T, class Arch = arch>
 inline constexpr std::size_t width = xsimd::batch<T, Arch>::size;
 
-/// Sum of all lanes (xsimd 8 spells it `hadd`, xsimd 9+ `reduce_add`).
-/// On AVX-512 floats lowbit sums the halves itself: xsimd 13's reduce_add goes through
-/// _mm512_extractf32x4_ps, whose `_mm_undefined_ps` source trips GCC 12's -Wuninitialized once inlined
-/// into a kernel (GCC bug 105593, as for trunc below; _mm512_castps512_ps256 does the same); the masked
-/// extracts take an explicit source.
+/// Sum of all lanes.
 template <class T, class Arch>
 inline T reduce_add(const xsimd::batch<T, Arch>& values) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, Arch>) {
-        const __m512d all = _mm512_castps_pd(values);
-        const __m256d zero = _mm256_setzero_pd();
-        const __m256 low = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 0));
-        const __m256 high = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 1));
-        const __m256 eight = _mm256_add_ps(low, high);
-        __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
-        four = _mm_add_ps(four, _mm_movehl_ps(four, four));
-        return _mm_cvtss_f32(_mm_add_ss(four, _mm_movehdup_ps(four)));
-    } else
-#endif
-    {
-#if XSIMD_VERSION_MAJOR >= 9
-        return xsimd::reduce_add(values);
-#else
-        return xsimd::hadd(values);
-#endif
-    }
+    return arch_ops::reduce_add(values, Arch{});
 }
 
 /// Largest lane (NaN lanes give an unspecified lane; callers filter NaN first).
@@ -117,34 +100,14 @@ inline xsimd::batch<To, Arch> bit_cast(const xsimd::batch<From, Arch>& values) n
 #endif
 }
 
-/// xsimd::trunc and xsimd::nearbyint, except on AVX-512, where GCC 12 warns -Wuninitialized inside its
-/// own _mm512_roundscale_ps (the `_mm512_undefined_ps` self-initialisation, GCC bug 105593, fixed in 13)
-/// once xsimd's call is inlined into user code; the masked form with an explicit source is the same
-/// instruction without the warning.
+/// Rounds toward zero / to nearest even (std::nearbyint in the default FP mode), lane by lane.
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,
-                                         _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    } else
-#endif
-    {
-        return xsimd::trunc(values);
-    }
+    return arch_ops::trunc(values, Arch{});
 }
-
 template <class Arch>
 inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& values) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else
-#endif
-    {
-        return xsimd::nearbyint(values);
-    }
+    return arch_ops::nearbyint(values, Arch{});
 }
 
 /// Whether the instruction set this translation unit targets has a fused multiply-add (x86 FMA3 or
@@ -155,107 +118,40 @@ inline constexpr bool fused_multiply_add = true;
 inline constexpr bool fused_multiply_add = false;
 #endif
 
-/// a * b + c, rounded once where fused_multiply_add (else twice). xsimd 8.1 has no AVX-512 fma and falls
-/// back to a separate multiply and add, which GCC happens to fuse but Clang does not (a third of the
-/// speed, and a second rounding); the intrinsic makes every compiler and xsimd version emit vfmadd.
+/// a * b + c, rounded once where fused_multiply_add (else twice); always the fused instruction where
+/// the target has one, whatever the compiler and xsimd version would do.
 template <class Arch>
 inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const xsimd::batch<float, Arch>& b,
                                      const xsimd::batch<float, Arch>& c) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return _mm512_fmadd_ps(a, b, c);
-    } else
-#endif
-    {
-        return xsimd::fma(a, b, c);
-    }
+    return arch_ops::fma(a, b, c, Arch{});
 }
 
 /// A batch whose first half of lanes holds pair[0] and second half pair[1] (the scales of the two groups
-/// one qgemv chunk spans). AVX-512 and AVX2: one 64-bit broadcast and one lane permute; elsewhere two
-/// broadcasts and a select.
+/// one qgemv chunk spans).
 template <class Arch>
 inline xsimd::batch<float, Arch> broadcast_halves(const float* pair) noexcept {
-    using fbatch = xsimd::batch<float, Arch>;
-    double both;
-    std::memcpy(&both, pair, sizeof both);
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        // The masked form, for the same GCC 12 warning as trunc above.
-        const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        const __m512 pairs = _mm512_castpd_ps(_mm512_set1_pd(both));
-        return _mm512_mask_permutexvar_ps(pairs, static_cast<__mmask16>(0xFFFF), halves, pairs);
-    } else
-#endif
-#if defined(__AVX2__)
-    if constexpr (std::is_base_of_v<xsimd::avx2, Arch>) {
-        const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-        return _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_set1_pd(both)), halves);
-    } else
-#endif
-    {
-        alignas(64) float lanes[fbatch::size];
-        for (std::size_t i = 0; i < fbatch::size; ++i) lanes[i] = pair[i < fbatch::size / 2 ? 0 : 1];
-        return fbatch::load_aligned(lanes);
-    }
+    return arch_ops::broadcast_halves<Arch>(pair, Arch{});
 }
 
-/// xsimd::max / xsimd::min with x86 semantics kept explicit: the result is `second` wherever the lanes
-/// compare equal or either is NaN (maxps/minps; lowbit's clamps rely on it). On AVX-512 the masked form
-/// avoids the same GCC 12 warning as trunc above.
+/// Lane-wise max / min with x86 semantics kept explicit: the result is `second` wherever the lanes
+/// compare equal or either is NaN (maxps/minps; lowbit's clamps rely on it).
 template <class Arch>
 inline xsimd::batch<float, Arch> max(const xsimd::batch<float, Arch>& first,
                                      const xsimd::batch<float, Arch>& second) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return _mm512_mask_max_ps(first, static_cast<__mmask16>(0xFFFF), first, second);
-    } else
-#endif
-    {
-        return xsimd::max(first, second);
-    }
+    return arch_ops::max(first, second, Arch{});
 }
-
 template <class Arch>
 inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first,
                                      const xsimd::batch<float, Arch>& second) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return _mm512_mask_min_ps(first, static_cast<__mmask16>(0xFFFF), first, second);
-    } else
-#endif
-    {
-        return xsimd::min(first, second);
-    }
+    return arch_ops::min(first, second, Arch{});
 }
 
 /// Stores a batch to `aligned_address` (Arch::alignment()-aligned) with a non-temporal (streaming)
-/// store where the instruction set has one (x86 SSE2 / AVX / AVX-512: movntps), else an aligned store.
-/// Neither xsimd 8.1 nor 13 exposes streaming stores, hence the intrinsics here. Call stream_fence()
+/// store where the instruction set has one (x86: movntps), else an aligned store. Call stream_fence()
 /// after the last streaming store of a pass, before other threads read the data.
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values) noexcept {
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        _mm512_stream_ps(aligned_address, values);
-        return;
-    } else
-#endif
-#if defined(__AVX__)
-    if constexpr (std::is_base_of_v<xsimd::avx, Arch>) {
-        _mm256_stream_ps(aligned_address, values);
-        return;
-    } else
-#endif
-#if defined(__SSE2__) || defined(_M_X64)
-    if constexpr (std::is_base_of_v<xsimd::sse2, Arch>) {
-        _mm_stream_ps(aligned_address, values);
-        return;
-    } else
-#endif
-    {
-        values.store_aligned(aligned_address);
-    }
+    arch_ops::store_stream(aligned_address, values, Arch{});
 }
 
 /// Orders earlier streaming stores before later stores (sfence on x86; nothing elsewhere).

@@ -13,13 +13,13 @@
 // run. Exceptions thrown by `body` are rethrown on the caller (the first one).
 #pragma once
 
-#include "config.hpp"
+#include "../config.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <vector>
 
-#include "../parallel.hpp"
+#include "../../parallel.hpp"
 #if !defined(LOWBIT_NO_THREADS)
 #include "thread_pool.hpp"
 #endif

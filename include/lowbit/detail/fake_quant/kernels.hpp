@@ -1,5 +1,5 @@
 // xsimd kernels of the element-wise fake-quant passes; each equals its scalar reference in
-// detail/reference/fake_quantize.hpp bit for bit (NaN: any NaN), for every length and alignment.
+// fake_quant/reference.hpp bit for bit (NaN: any NaN), for every length and alignment.
 //
 // Invariants:
 // * Rounding: half_away_from_zero is trunc(v + copysign(0.5 - 2^-25, v)), which equals std::round for
@@ -27,8 +27,8 @@
 #include <utility>
 #include <limits>
 
-#include "../reference/fake_quantize.hpp"
 #include "../simd.hpp"
+#include "params.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {

@@ -16,7 +16,7 @@
 // parent's.
 #pragma once
 
-#include "config.hpp"
+#include "../config.hpp"
 
 #include <atomic>
 #include <chrono>

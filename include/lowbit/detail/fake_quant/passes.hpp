@@ -1,17 +1,14 @@
 // The element-wise fake-quant passes as the public headers call them: thread splitting
-// (detail::parallel_for), the streaming-store decision, and the choice between the xsimd kernel and
-// the scalar reference (LOWBIT_FORCE_SCALAR or no SIMD unit). One place for all four passes.
+// (detail::parallel_for) and the streaming-store decision; dispatch/fake_quant.hpp picks the kernel of each range.
 #pragma once
 
-#include "config.hpp"
+#include "../config.hpp"
 
 #include <cstddef>
 #include <vector>
 
-#include "kernels/fake_quantize.hpp"
-#include "parallel.hpp"
-#include "reference/fake_quantize.hpp"
-#include "simd.hpp"
+#include "../dispatch/fake_quant.hpp"
+#include "../threading/parallel.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -24,20 +21,14 @@ inline constexpr std::size_t elementwise_grain = std::size_t{1} << 18;
 /// non-temporal stores: they cannot stay in cache anyway, and streaming saves the read-for-ownership.
 inline constexpr std::size_t streaming_min_count = std::size_t{1} << 22;
 
-/// out = fake-quant(in) (reference/fake_quantize.hpp has the formula). Deterministic rounding here;
+/// out = fake-quant(in) (fake_quant/params.hpp has the formula). Deterministic rounding here;
 /// Rounding::stochastic goes through fake_quantize_forward_stochastic. in == out allowed.
 inline void fake_quantize_forward(const FakeQuantParams& params, const float* in, float* out, std::size_t count) {
-    if constexpr (simd::enabled) {
-        const bool stream = count >= streaming_min_count;
-        const kernels::Quotient quotient = kernels::choose_quotient(params);
-        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
-            kernels::fake_quantize_forward<simd::arch>(params, quotient, stream, in + begin, out + begin, end - begin);
-        });
-    } else {
-        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
-            reference::fake_quantize_forward(params, in + begin, out + begin, end - begin);
-        });
-    }
+    const bool stream = count >= streaming_min_count;
+    const kernels::Quotient quotient = fake_quant_quotient_for(params);
+    parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+        fake_quantize_forward_range(params, quotient, stream, in + begin, out + begin, end - begin);
+    });
 }
 
 /// Stochastic rounding (scalar by design): element i draws stream.uniform(i); the stream then advances
@@ -53,28 +44,18 @@ inline void fake_quantize_forward_stochastic(const FakeQuantParams& params, Unif
 /// out = grad where the element passes the mask, else +0. grad, input and out have `count` floats.
 inline void backward_clamped(const MaskParams& mask, const float* grad, const float* input, float* out,
                              std::size_t count) {
-    if constexpr (simd::enabled) {
-        const bool stream = count >= streaming_min_count;
-        const kernels::Quotient quotient = kernels::choose_quotient(mask.code);
-        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
-            kernels::backward_clamped<simd::arch>(mask, quotient, stream, grad + begin, input + begin, out + begin,
-                                                  end - begin);
-        });
-    } else {
-        parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
-            reference::backward_clamped(mask, grad + begin, input + begin, out + begin, end - begin);
-        });
-    }
+    const bool stream = count >= streaming_min_count;
+    const kernels::Quotient quotient = fake_quant_quotient_for(mask.code);
+    parallel_for(count, elementwise_grain, [&](std::size_t begin, std::size_t end) {
+        backward_clamped_range(mask, quotient, stream, grad + begin, input + begin, out + begin, end - begin);
+    });
 }
 
 /// Smallest and largest finite value (A4: non-finite values are skipped).
 inline FiniteRange finite_min_max(const float* in, std::size_t count) {
     return parallel_reduce(
         count, elementwise_grain, FiniteRange{},
-        [&](std::size_t begin, std::size_t end) {
-            if constexpr (simd::enabled) return kernels::finite_min_max<simd::arch>(in + begin, end - begin);
-            else return reference::finite_min_max(in + begin, end - begin);
-        },
+        [&](std::size_t begin, std::size_t end) { return finite_min_max_range(in + begin, end - begin); },
         [](FiniteRange total, const FiniteRange& range) {
             if (!range.found) return total;
             if (!total.found) return range;

@@ -1,6 +1,6 @@
 // Fast pack/unpack of MLX code streams, one 32-code block (= Bits words) at a time.
 //
-// Same layout as detail/reference/packing.hpp (one little-endian bit stream per row, first code in the
+// Same layout as packing_reference.hpp (one little-endian bit stream per row, first code in the
 // lowest bits). Every supported row length is a multiple of 32 codes (GroupSize >= 32), so a row is a
 // whole number of blocks and a block never straddles a row. The block loops have compile-time trip
 // counts and shifts, so they unroll into straight-line shift/or code; no xsimd is needed here.

@@ -15,7 +15,7 @@
 #include <Eigen/Core>
 
 #include "../../quantized_matrix.hpp"
-#include "packing.hpp"
+#include "packing_reference.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::reference {

@@ -1,0 +1,57 @@
+// dispatch/: kernel selection for the matmul on MLX affine codes (the table is in fake_quant.hpp of
+// this folder, at the top; this file holds the format's rows).
+#pragma once
+
+#include "../config.hpp"
+
+#include <cstddef>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "../kernel_paths.hpp"
+#include "../mlx_affine/matmul_driver.hpp"
+#include "../mlx_affine/matmul_reference.hpp"
+#include "../simd.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
+
+// ------------------------------------------------------------------------- matmul on MLX affine codes
+
+/// The f32-activation kernels of the MLX affine format <GroupSize, Bits> for instruction set Arch.
+template <int GroupSize, int Bits, class Arch>
+struct MlxAffineF32Kernels {
+    static constexpr bool simd = !std::is_same_v<Arch, void>;
+    static constexpr bool gemv = simd && MlxAffine<GroupSize, Bits>::codes_in_whole_words;  ///< M = 1
+    static constexpr bool gemm = simd;                                      ///< every M
+};
+
+/// The Arch the kernel tables are instantiated with: simd::arch, or void when SIMD is off.
+using dispatch_arch = std::conditional_t<simd::enabled, simd::arch, void>;
+
+/// out = x * dequantize(q)^T on raw row-major storage (x [M, K] with row stride x_stride, out [M, N]
+/// with row stride out_stride), threads inside.
+template <int GroupSize, int Bits>
+void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+                      float* out, Eigen::Index out_stride) {
+    using table = MlxAffineF32Kernels<GroupSize, Bits, dispatch_arch>;
+    if constexpr (table::gemv) {
+        if (M == 1) {
+            record(KernelOp::matmul_f32_gemv, KernelPath::simd);
+            kernels::qgemv_f32<dispatch_arch>(x, q, out);
+            return;
+        }
+    }
+    if constexpr (table::gemm) {
+        record(KernelOp::matmul_f32_gemm, KernelPath::simd);
+        kernels::qgemm_f32<dispatch_arch>(x, x_stride, M, q, out, out_stride);
+    } else {
+        record(M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference);
+        reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
+    }
+}
+
+}  // namespace detail
+LOWBIT_END_NAMESPACE

@@ -1,0 +1,107 @@
+// The threaded drivers of the f32-activation matmul on MLX affine codes:
+//   qgemv_f32 (M = 1, Bits in {2, 4, 8}): group sums and the permuted x, then qgemv_f32_rows over ranges
+//     of output rows (about 256 KiB of codes each);
+//   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and group one
+//     panel (qgemm_panel.hpp) reused by every register block (QgemmF32Ukernel) of the tile's rows.
+#pragma once
+
+#include "../config.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "../simd.hpp"
+#include "../threading/parallel.hpp"
+#include "../unroll.hpp"
+#include "matmul_common.hpp"
+#include "qgemm_panel.hpp"
+#include "qgemm_ukernel.hpp"
+#include "qgemv.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+using Index = Eigen::Index;
+
+/// out[n] = x * dequantize(q)^T for one row x (contiguous, q.cols() floats), threads over output rows.
+template <class Arch, int GroupSize, int Bits>
+void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float* out) {
+    constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+    const Index K = q.cols(), N = q.rows();
+    std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
+    group_sums<Arch, GroupSize>(x, K, 1, K, x_sum.data());
+    const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
+    // Aligned: qgemv_rows loads it once per code step, and a split load per step costs a sixth of the speed.
+    std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
+        static_cast<std::size_t>(std::max<Index>(lanes, 1)));
+    permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
+    // About 256 KiB of packed codes per range (over 10 us of work), so a range is worth a worker.
+    const Index row_bytes = K * Bits / 8;
+    const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
+    parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+        qgemv_f32_rows<Arch, GroupSize, Bits>(q, x, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
+                                              static_cast<Index>(end), out);
+    });
+}
+
+
+/// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n]; x rows contiguous with stride x_stride.
+/// Threads over tiles of MC rows x NC columns.
+template <class Arch, int GroupSize, int Bits>
+void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupSize, Bits>& q, float* out,
+           Index out_stride) {
+    using blocking = QgemmF32Ukernel<Arch>;
+    constexpr int MR = blocking::MR, NR = blocking::NR;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
+    std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
+    group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());
+
+    const Index n_tiles = (N + blocking::NC - 1) / blocking::NC;
+    const Index m_blocks = (M + blocking::MC - 1) / blocking::MC;
+    // Tiny problems stay on one thread: a tile must be worth handing to a worker (about 2 MFLOP).
+    const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
+    const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
+    parallel_for(static_cast<std::size_t>(n_tiles * m_blocks), grain, [&](std::size_t begin, std::size_t end) {
+        std::vector<float> panel(static_cast<std::size_t>(GroupSize * blocking::NC));
+        std::vector<float> panel_scales(static_cast<std::size_t>(blocking::NC));
+        std::vector<float> panel_biases(static_cast<std::size_t>(blocking::NC));
+        std::vector<std::uint32_t> words_t(static_cast<std::size_t>(words_per_group * blocking::NC));
+        for (std::size_t task = begin; task < end; ++task) {
+            const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
+            const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
+            const Index nc = std::min(blocking::NC, N - n0), mc = std::min(blocking::MC, M - m0);
+            const Index panel_stride = (nc + NR - 1) / NR * NR;
+            for (Index g = 0; g < groups; ++g) {
+                build_panel<Arch, GroupSize, Bits>(q, g, n0, nc, panel_stride, panel.data(), panel_scales.data(),
+                                                   panel_biases.data(), words_t.data());
+                for (Index j = 0; j < panel_stride; j += NR) {
+                    const Index cols = std::min<Index>(NR, nc - j);
+                    auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
+                        blocking::template run<Rows, GroupSize>(panel.data() + j, panel_stride,
+                                                                x + m * x_stride + g * GroupSize, x_stride,
+                                                                x_sum.data() + m * groups + g, groups,
+                                                                panel_scales.data() + j, panel_biases.data() + j,
+                                                                out + m * out_stride + n0 + j, out_stride, cols,
+                                                                g == 0);
+                    };
+                    Index m = m0;
+                    for (; m + MR <= m0 + mc; m += MR) block(std::integral_constant<int, MR>{}, m);
+                    const Index rest = m0 + mc - m;
+                    static_for<MR>([&](auto rows) {
+                        if constexpr (decltype(rows)::value > 0)
+                            if (rest == decltype(rows)::value) block(rows, m);
+                    });
+                }
+            }
+        }
+    });
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

@@ -1,0 +1,158 @@
+// qgemv_f32: out[n] = x * dequantize(q)^T for ONE row x (M = 1), f32 activations on MLX affine codes,
+// Bits in {2, 4, 8}, any xsimd Arch (W float lanes). Kernel only; the threaded driver is
+// matmul_driver.hpp.
+//
+// It streams each packed row once. x is first permuted (x_lanes) so that lane i of code-step t in chunk
+// c of W words is code (c*W + i) * (32/Bits) + t: a chunk is loaded as one uint32 batch and each step is
+// one mask, one int->float conversion and one fma. Step t keeps its code in place (q << t*Bits) and
+// x_lanes holds x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-102 in
+// magnitude, and saves the shift. Rows are taken one at a time (one sequential stream of codes), four
+// chunks in flight. A lane's group is fixed within a chunk, so s is applied per lane once per chunk.
+// Per group: s * sum(x q) + b * sum(x), f32 accumulation; codes < 2^8, no integer accumulation.
+#pragma once
+
+#include "../config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "../simd.hpp"
+#include "../unroll.hpp"
+#include "matmul_common.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+using Index = Eigen::Index;
+
+/// x rearranged for qgemv (see the top of this file): size chunks * (32/Bits) * W.
+template <class Arch, int Bits>
+void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
+    constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+    constexpr Index codes_per_word = 32 / Bits;
+    const Index chunks = (K / codes_per_word) / W;
+    for (Index c = 0; c < chunks; ++c)
+        for (Index t = 0; t < codes_per_word; ++t) {
+            // The last step shifts its code down instead of masking in place (it would not fit an int32).
+            const float unscale = t + 1 == codes_per_word ? 1.0f : std::ldexp(1.0f, -static_cast<int>(t * Bits));
+            for (Index i = 0; i < W; ++i)
+                x_lanes[(c * codes_per_word + t) * W + i] = x[(c * W + i) * codes_per_word + t] * unscale;
+        }
+}
+
+/// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
+/// (Arch::alignment()-aligned), x_sum: group_sums of x.
+template <class Arch, int GroupSize, int Bits>
+void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const float* x_lanes, const float* x_sum,
+                Index n_begin, Index n_end, float* out) {
+    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words), "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    constexpr int codes_per_word = 32 / Bits;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
+    constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
+    constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
+
+    const Index K = q.cols(), groups = K / GroupSize;
+    const Index row_words = K * Bits / 32;
+    const Index chunks = row_words / W;
+
+    // lane_in_group[j]: lanes whose group is the chunk's j-th. Only the select path below (more than two
+    // groups per chunk) reads it; one and two groups per chunk take a broadcast.
+    std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group{};
+    if constexpr (groups_per_chunk > 2) {
+        alignas(64) std::array<float, 64> lane_index{};
+        for (int i = 0; i < W; ++i) lane_index[static_cast<std::size_t>(i)] = static_cast<float>(i);
+        const fbatch lanes = fbatch::load_unaligned(lane_index.data());
+        for (int j = 0; j < groups_per_chunk; ++j)
+            lane_in_group[static_cast<std::size_t>(j)] = lanes >= fbatch(static_cast<float>(j * words_per_group));
+    }
+    auto lane_scales = [&](const float* scale_row, Index chunk) {
+        if constexpr (groups_per_chunk == 1) {
+            return fbatch(scale_row[chunk / chunks_per_group]);
+        } else if constexpr (groups_per_chunk == 2) {
+            return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
+        } else {
+            const float* s = scale_row + chunk * groups_per_chunk;
+            fbatch scales(s[0]);
+            static_for<groups_per_chunk - 1>([&](auto j) {
+                constexpr int group = decltype(j)::value + 1;
+                scales = xsimd::select(lane_in_group[group], fbatch(s[group]), scales);
+            });
+            return scales;
+        }
+    };
+
+    // One output row at a time, so the packed codes are read as one sequential stream (interleaving
+    // rows to share x loads made DRAM serve several short streams at once, which it does slower).
+    // chunk_block consecutive chunks are in flight, each with its own accumulator, to cover the fma
+    // latency. Loops over chunks and code steps are unrolled at compile time (static_for), which
+    // Clang 14 would otherwise not do.
+    constexpr int chunk_block = 4;
+    // Codes are prefetched into L2 this many rows (a few KiB) ahead: about the DRAM latency at the
+    // rate the arithmetic consumes them (measured best of 1, 2, 4 and 8 rows into L1 or L2).
+    constexpr Index prefetch_rows = 2;
+    auto row_dot = [&](Index n) {
+        const std::uint32_t* codes = &q.codes(n, 0);
+        const float* scales = &q.scales(n, 0);
+        const std::uint32_t* ahead = n + prefetch_rows < n_end ? &q.codes(n + prefetch_rows, 0) : nullptr;
+        std::array<fbatch, chunk_block> total;
+        total.fill(fbatch(0.0f));
+        auto block = [&]<int Count>(std::integral_constant<int, Count>, Index c0) LOWBIT_ALWAYS_INLINE {
+            std::array<ubatch, Count> words;
+            std::array<fbatch, Count> acc;
+            static_for<Count>([&](auto i) {
+                if (ahead) __builtin_prefetch(ahead + (c0 + i) * W, 0, 2);
+                words[i] = ubatch::load_unaligned(codes + (c0 + i) * W);
+            });
+            static_for<codes_per_word>([&](auto step) {
+                constexpr int t = decltype(step)::value;
+                static_for<Count>([&](auto i) {
+                    const fbatch xv = fbatch::load_aligned(x_lanes + ((c0 + i) * codes_per_word + t) * W);
+                    ubatch code;
+                    if constexpr (t + 1 == codes_per_word) code = words[i] >> (32 - Bits);
+                    else code = words[i] & ubatch(((std::uint32_t{1} << Bits) - 1) << (t * Bits));
+                    const fbatch value = xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
+                    if constexpr (t == 0) acc[i] = value * xv;
+                    else acc[i] = simd::fma(value, xv, acc[i]);
+                });
+            });
+            static_for<Count>([&](auto i) { total[i] = simd::fma(acc[i], lane_scales(scales, c0 + i), total[i]); });
+        };
+        Index c = 0;
+        for (; c + chunk_block <= chunks; c += chunk_block) block(std::integral_constant<int, chunk_block>{}, c);
+        for (; c < chunks; ++c) block(std::integral_constant<int, 1>{}, c);
+        static_for<chunk_block - 1>([&](auto i) { total[0] += total[i + 1]; });
+
+        // b * sum(x) over the row's groups, vectorised (a serial scalar loop is a dependency chain as
+        // long as the row has groups, which holds up the next row).
+        const float* bias_row = &q.biases(n, 0);
+        Index g = 0;
+        for (; g + W <= groups; g += W)
+            total[0] = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total[0]);
+        float result = simd::reduce_add(total[0]);
+        for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
+        // Words after the last whole chunk (only when a row has fewer than W words left over).
+        for (Index word = chunks * W; word < row_words; ++word) {
+            const std::uint32_t bits = codes[word];
+            for (int t = 0; t < codes_per_word; ++t) {
+                const Index k = word * codes_per_word + t;
+                const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
+                result += scales[k / GroupSize] * (x[k] * code);
+            }
+        }
+        out[n] = result;
+    };
+    for (Index n = n_begin; n < n_end; ++n) row_dot(n);
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

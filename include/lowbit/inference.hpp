@@ -1,0 +1,12 @@
+// lowbit for inference only: QuantizedMatrix, quantize / dequantize, QuantizedLinear, quantized_matmul
+// (MLX's affine format) and the thread count. Includes neither the QAT headers nor Eigen's Tensor
+// module (QuantizedLinear::forward still takes an Eigen::Tensor when you include that module yourself).
+// <lowbit/lowbit.hpp> includes this and everything else.
+#pragma once
+
+#include "version.hpp"
+#include "parallel.hpp"
+#include "matrix_types.hpp"
+#include "formats/mlx_affine.hpp"
+#include "quantized_matrix.hpp"
+#include "quantized_linear.hpp"

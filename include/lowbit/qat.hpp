@@ -1,0 +1,14 @@
+// lowbit for quantization-aware training only: FakeQuantize and observers, the STE functions, the
+// BitNet b1.58 quantizers and GroupFakeQuantize (with QuantizedMatrix, the format it trains for), and
+// the thread count; no inference kernels. Includes Eigen's Tensor module (the QAT functions take
+// tensors). <lowbit/lowbit.hpp> includes this and everything else.
+#pragma once
+
+#include "version.hpp"
+#include "parallel.hpp"
+#include "rounding.hpp"
+#include "matrix_types.hpp"
+#include "fake_quantize.hpp"
+#include "ste.hpp"
+#include "bitnet.hpp"
+#include "group_fake_quantize.hpp"

@@ -1,0 +1,66 @@
+// Proves which implementation ran: in a build with SIMD, every kernel operation must have run its SIMD
+// kernel and never the scalar reference; in a LOWBIT_FORCE_SCALAR build, the reference. Without this a
+// dispatch mistake would pass every numeric test (the reference gives the right answers too).
+// lowbit-tests is compiled with LOWBIT_RECORD_KERNEL_PATHS (tests/CMakeLists.txt).
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <lowbit/lowbit.hpp>
+
+namespace {
+using lowbit::detail::KernelOp;
+using lowbit::detail::KernelPath;
+
+unsigned path_bit(KernelPath path) { return static_cast<unsigned>(path); }
+
+void check_ran(KernelOp op, const char* name) {
+    INFO(name);
+    const unsigned paths = lowbit::detail::recorded_paths(op);
+    if constexpr (lowbit::detail::simd::enabled) {
+        CHECK(paths == path_bit(KernelPath::simd));
+    } else {
+        CHECK(paths == path_bit(KernelPath::reference));
+    }
+}
+}  // namespace
+
+static_assert(
+#if defined(LOWBIT_RECORD_KERNEL_PATHS)
+    true,
+#else
+    false,
+#endif
+    "lowbit-tests must be built with LOWBIT_RECORD_KERNEL_PATHS");
+
+TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, its reference)", "[kernels][paths]") {
+#if defined(LOWBIT_FORCE_SCALAR)
+    CHECK_FALSE(lowbit::detail::simd::enabled);
+#elif defined(__x86_64__) || defined(__aarch64__)
+    CHECK(lowbit::detail::simd::enabled);  // these targets always have a SIMD unit xsimd knows
+#endif
+    lowbit::detail::reset_recorded_paths();
+
+    const std::vector<float> x{-2.0f, 0.3f, 1.7f, 4.0f, -0.6f, 2.2f, 0.0f, 9.0f, -5.0f};
+    lowbit::FakeQuantize<8, false> quantizer;
+    quantizer.calibrate(x);
+    (void)quantizer.forward(x);
+    (void)quantizer.backward_clamped(std::vector<float>(x.size(), 1.0f), x);
+
+    const lowbit::RowMatrixXf w = lowbit::RowMatrixXf::Random(24, 128);
+    const auto q4 = lowbit::quantize<64, 4>(w);
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), q4);
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(7, 128), q4);
+
+    check_ran(KernelOp::fake_quantize_forward, "fake_quantize_forward");
+    check_ran(KernelOp::backward_clamped, "backward_clamped");
+    check_ran(KernelOp::finite_min_max, "finite_min_max");
+    check_ran(KernelOp::matmul_f32_gemv, "matmul_f32_gemv (M = 1, 4-bit)");
+    check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 7)");
+
+    // A bit width with no GEMV kernel takes the GEMM kernel at M = 1, still SIMD.
+    lowbit::detail::reset_recorded_paths();
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), lowbit::quantize<64, 3>(w));
+    check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 1, 3-bit)");
+    CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemv) == 0u);
+}
