@@ -1,4 +1,4 @@
-// QuantizedMatrix, quantize, dequantize: MLX's affine group-wise weight format (semantics.md A9, B 3).
+// QuantizedMatrix, quantize, dequantize: MLX's affine group-wise weight format (docs/numerics.md N9).
 //
 // A float weight matrix w [out, in] is cut along `in` into groups of GroupSize values. Each group gets
 // a scale s and a bias b (both float) and each value a Bits-bit code q in [0, 2^Bits - 1], with
@@ -88,7 +88,7 @@ struct QuantizedMatrix {
 
 namespace detail {
 
-/// MLX CPU affine quantization of one group (semantics.md B 3.2), all in f32 with RNE:
+/// MLX CPU affine quantization of one group (docs/numerics.md N9.2), all in f32 with RNE:
 /// s = max((max - min) / n_bins, 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
 /// extreme (max on ties); q0 = RNE(edge / s); if q0 != 0 then s = edge / q0 and bias = edge, else
 /// bias = 0; q = clamp(RNE((w - bias) / s), 0, n_bins). Returns {scale, bias}.

@@ -1,4 +1,4 @@
-// Straight-through-estimator free functions (semantics.md A7, the seed's ste.rs):
+// Straight-through-estimator free functions (docs/numerics.md N7, the seed's ste.rs):
 //   ste_forward(x, s, lo, hi) = clamp(R(x / s), lo, hi) * s     R: Rounding, default half away from zero
 //   ternary_ste(x, s) = ste_forward(x, s, -1, 1);  int8_ste(x, s) = ste_forward(x, s, -127, 127)
 //   ste_backward(g) = g, really the identity (unlike the seed, whose autograd stops at round)

@@ -156,8 +156,9 @@ inline constexpr bool fused_multiply_add = false;
 #endif
 
 /// a * b + c, rounded once where fused_multiply_add (else twice). xsimd 8.1 has no AVX-512 fma and falls
-/// back to a separate multiply and add, which GCC happens to fuse but Clang does not (a third of the
-/// speed, and a second rounding); the intrinsic makes every compiler and xsimd version emit vfmadd.
+/// back to a separate multiply and add, which GCC happens to fuse but Clang does not (much slower, see
+/// benchmarks/README.md, and a second rounding); the intrinsic makes every compiler and xsimd version
+/// emit vfmadd.
 template <class Arch>
 inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const xsimd::batch<float, Arch>& b,
                                      const xsimd::batch<float, Arch>& c) noexcept {

@@ -1,4 +1,4 @@
-// xsimd kernels for out[M, N] = x[M, K] * dequantize(q)^T on MLX-packed codes (semantics.md A10).
+// xsimd kernels for out[M, N] = x[M, K] * dequantize(q)^T on MLX-packed codes (docs/numerics.md N10).
 //
 // Both kernels use the per-group identity
 //     sum_{k in g} x_k * (s q_k + b)  =  s * sum_{k in g} x_k q_k  +  b * sum_{k in g} x_k
@@ -44,7 +44,7 @@ namespace detail::kernels {
 using Index = Eigen::Index;
 
 /// Forces a call to be inlined: Clang 14's inliner otherwise gives up on the unrolled qgemv pass and
-/// calls the code-step lambdas through the stack (a third of the speed).
+/// calls the code-step lambdas through the stack (much slower: benchmarks/README.md).
 #if defined(__GNUC__) || defined(__clang__)
 #define LOWBIT_ALWAYS_INLINE __attribute__((always_inline))
 #else
@@ -146,13 +146,15 @@ void qgemv_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const
     };
 
     // One output row at a time, so the packed codes are read as one sequential stream (interleaving
-    // rows to share x loads made DRAM serve several short streams at once, which it does slower).
+    // rows to share x loads made DRAM serve several short streams at once, which it does slower:
+    // benchmarks/README.md).
     // chunk_block consecutive chunks are in flight, each with its own accumulator, to cover the fma
     // latency. Loops over chunks and code steps are unrolled at compile time (static_for), which
     // Clang 14 would otherwise not do.
     constexpr int chunk_block = 4;
     // Codes are prefetched into L2 this many rows (a few KiB) ahead: about the DRAM latency at the
-    // rate the arithmetic consumes them (measured best of 1, 2, 4 and 8 rows into L1 or L2).
+    // rate the arithmetic consumes them (distance and cache level chosen by measurement:
+    // benchmarks/README.md).
     constexpr Index prefetch_rows = 2;
     auto row_dot = [&](Index n) {
         const std::uint32_t* codes = &q.codes(n, 0);
@@ -216,11 +218,12 @@ void qgemv(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float* out
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
     group_sums<Arch, GroupSize>(x, K, 1, K, x_sum.data());
     const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
-    // Aligned: qgemv_rows loads it once per code step, and a split load per step costs a sixth of the speed.
+    // Aligned: qgemv_rows loads it once per code step, and a split load per step is measurably slower
+    // (benchmarks/README.md).
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(lanes, 1)));
     permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
-    // About 256 KiB of packed codes per range (over 10 us of work), so a range is worth a worker.
+    // About 256 KiB of packed codes per range, so a range is worth a worker (benchmarks/README.md).
     const Index row_bytes = K * Bits / 8;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
