@@ -7,8 +7,8 @@
 // preset (x * fl(1/s), half to even) beside the Eigen expression of that formula.
 //
 // "fake-quant x / s only" is the division alone (Eigen's x / s, one vdivps per vector and nothing
-// else): every forward that divides, as A2 requires, needs at least this long, so its ratio against
-// the Eigen expression is the ceiling for lowbit's forward ratio on this machine.
+// else): every forward that divides, as docs/numerics.md N2 requires, needs at least this long, so its
+// ratio against the Eigen expression is the ceiling for lowbit's forward ratio on this machine.
 #include <memory>
 #include <random>
 #include <string>

@@ -17,7 +17,7 @@ GROUPS = [32, 64, 128]
 
 
 def weights(group, rng):
-    """Six rows of two groups each: random and every edge case of spec B 3.2 / B 8.3."""
+    """Six rows of two groups each: random and every edge case of docs/numerics.md N9.2 / N9.a-N9.c."""
     g = group
     rows = []
     rows.append(rng.normal(0.0, 0.05, 2 * g))                                  # typical weights

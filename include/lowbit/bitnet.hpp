@@ -1,4 +1,4 @@
-// BitNet b1.58 quantizers (semantics.md A8, Part B 2.2, 2.3).
+// BitNet b1.58 quantizers (docs/numerics.md N8).
 //
 //   weights:     gamma = mean |w| over a group of `group_size` consecutive inputs of one output row
 //                (default 64, as bitnet-quantize) or over the whole tensor (as the paper); gamma == 0

@@ -1,5 +1,5 @@
 // Quantization-aware training: FakeQuantConfig, the min-max observers, FakeQuantize<Bits, Symmetric>
-// and PerChannelFakeQuantize<Bits, Symmetric>. Numerics: semantics.md Part A (A1-A6).
+// and PerChannelFakeQuantize<Bits, Symmetric>. Numerics: docs/numerics.md N1-N6.
 //
 //   forward:  v = x / s   (PyTorch preset: x * fl(1/s))
 //             y = (clamp(R(v) + z, qmin, qmax) - z) * s         R = config().rounding, z added after R
@@ -41,7 +41,7 @@ enum class Observer {
 
 /// Which inputs backward_clamped lets the gradient through for.
 enum class GradientMask {
-    input_band,    ///< (qmin - z) s <= x <= (qmax - z) s on the raw input, inclusive (A6, the seed's rule)
+    input_band,    ///< (qmin - z) s <= x <= (qmax - z) s on the raw input, inclusive (N6.2, the seed's rule)
     rounded_code,  ///< qmin <= R(v) + z <= qmax on the rounded, unclamped code (PyTorch)
 };
 
@@ -52,16 +52,16 @@ struct FakeQuantConfig {
     Observer observer = Observer::min_max;
     float averaging_constant = 0.01f;  ///< Observer::moving_average's c, in (0, 1]
     std::uint64_t seed = 0;            ///< Rounding::stochastic: seed of the UniformStream forward(x) uses
-    bool multiply_by_reciprocal = false;  ///< quotient x * fl(1/s) instead of x / s (A2)
+    bool multiply_by_reciprocal = false;  ///< quotient x * fl(1/s) instead of x / s (N2)
     GradientMask gradient_mask = GradientMask::input_band;
-    /// Calibrated scales are floored here before the zero point is computed (A4), so all-zero data gives
+    /// Calibrated scales are floored here before the zero point is computed (N4.4), so all-zero data gives
     /// a usable scale and outputs of exactly 0.
     float min_scale = 1e-10f;
 
-    /// torch.fake_quantize_per_tensor_affine bit for bit (forward and gradient mask; Part B 4.1): RNE,
+    /// torch.fake_quantize_per_tensor_affine bit for bit (forward and gradient mask; docs/numerics.md N5, N6): RNE,
     /// x * fl(1/s), z added after rounding, full symmetric range, mask on the rounded code. Calibration
-    /// follows PyTorch's observer where A4 allows: moving average (c = 0.01), scale floor 2^-23, zero
-    /// point by RNE. (A4's symmetric scale max|x| / qmax is kept; PyTorch divides by (qmax - qmin) / 2.)
+    /// follows PyTorch's observer where N4 allows: moving average (c = 0.01), scale floor 2^-23, zero
+    /// point by RNE. (N4's symmetric scale max|x| / qmax is kept; PyTorch divides by (qmax - qmin) / 2.)
     static FakeQuantConfig pytorch() {
         FakeQuantConfig config;
         config.rounding = Rounding::half_to_even;
@@ -90,7 +90,7 @@ struct PerChannelLsqGradients {
 };
 
 
-/// Per-tensor fake quantization with Bits-bit codes (A3 ranges), calibrated by min-max observers (A4).
+/// Per-tensor fake quantization with Bits-bit codes (N3 ranges), calibrated by min-max observers (N4).
 ///
 /// Before any calibration, forward uses scale 1 and zero point 0 (the seed's rule) and is_initialized()
 /// is false. calibrate(data) sets the qparams from this data alone (and restarts the observer from it);
@@ -118,7 +118,7 @@ public:
         detail::require_valid_scale("lowbit::FakeQuantize", config.min_scale, "min_scale");
     }
 
-    // ---- code range (A3) ----
+    // ---- code range (N3) ----
     int qmin() const noexcept {
         if constexpr (!Symmetric) return 0;
         else return config_.narrow_range ? -((1 << (Bits - 1)) - 1) : -(1 << (Bits - 1));
@@ -160,7 +160,7 @@ public:
         initialized_ = true;
     }
 
-    // ---- calibration (A4) ----
+    // ---- calibration (N4) ----
     void calibrate(std::span<const float> data) {
         const detail::FiniteRange range = detail::finite_min_max(data.data(), data.size());
         if (range.found) calibrate_range(range.min, range.max);
@@ -205,7 +205,7 @@ public:
         set_from_range(observed_min_, observed_max_);
     }
 
-    // ---- forward (A5) ----
+    // ---- forward (N5) ----
     void forward(std::span<const float> x, std::span<float> out) const {
         detail::require_same_size("lowbit::FakeQuantize::forward", "x", x.size(), "out", out.size());
         if (config_.rounding == Rounding::stochastic) {
@@ -259,7 +259,7 @@ public:
         return forward(x);
     }
 
-    // ---- backward (A6) ----
+    // ---- backward (N6) ----
     /// Straight-through estimator: the gradient unchanged.
     void backward(std::span<const float> grad, std::span<float> out) const {
         detail::require_same_size("lowbit::FakeQuantize::backward", "grad", grad.size(), "out", out.size());
@@ -291,7 +291,7 @@ public:
                                    });
     }
 
-    /// LSQ (Part B 4.5) with this quantizer's quotient and rounding (z added after rounding, as forward;
+    /// LSQ (docs/numerics.md N6.4) with this quantizer's quotient and rounding (z added after rounding, as forward;
     /// stochastic rounds half away from zero here). Per element, q = R(v) + z:
     ///   q < qmin: dx = 0, ds = g (qmin - z) f;   q > qmax: dx = 0, ds = g (qmax - z) f;
     ///   else      dx = g, ds = g (y - x) / s f    (y = forward(x); * fl(1/s) in the PyTorch preset)
@@ -392,7 +392,7 @@ private:
                                         detail::float_text(max) + "] must be finite with min <= max");
     }
 
-    /// A4: symmetric s = max(|min|, |max|) / qmax, z = 0; asymmetric: widen to contain 0, then
+    /// N4: symmetric s = max(|min|, |max|) / qmax, z = 0; asymmetric: widen to contain 0, then
     /// s = (max - min) / (qmax - qmin), floor s at min_scale, z = clamp(qmin - R(min / s), qmin, qmax).
     /// When a range touching +-FLT_MAX makes (qmax - z) s or (qmin - z) s overflow, s is lowered by the
     /// fewest ulps that keep both finite (forward(FLT_MAX) is then the largest finite level, not inf).

@@ -14,7 +14,7 @@
 LOWBIT_BEGIN_NAMESPACE
 
 /// Group-wise fake quantization of a weight matrix w [out, in] in exactly the format QuantizedLinear
-/// deploys (MLX affine, semantics.md A9): forward(w) is dequantize(quantize<GroupSize, Bits>(w)) bit for
+/// deploys (MLX affine, docs/numerics.md N9): forward(w) is dequantize(quantize<GroupSize, Bits>(w)) bit for
 /// bit, so a model trained through it and converted with QuantizedLinear::from_linear computes what
 /// training computed (up to float summation order in the matmul).
 ///

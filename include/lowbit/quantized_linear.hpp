@@ -1,5 +1,5 @@
 // Linear, QuantizedLinear and quantized_matmul: an MLX-format quantized linear layer for Eigen users
-// (semantics.md A9-A10, B 3.5).
+// (docs/numerics.md N9 and N10).
 //
 // Shapes follow MLX's QuantizedLinear: weight [out, in] (quantized along `in` in groups), input
 // [M, in] or a tensor [..., in], output [M, out] or [..., out]. `biases` (per-group offsets inside the

@@ -1,4 +1,4 @@
-// QuantizedMatrix, quantize, dequantize: MLX's affine group-wise weight format (semantics.md A9, B 3).
+// QuantizedMatrix, quantize, dequantize: MLX's affine group-wise weight format (docs/numerics.md N9).
 //
 // A float weight matrix w [out, in] is cut along `in` into groups of GroupSize values. Each group gets
 // a scale s and a bias b (both float) and each value a Bits-bit code q in [0, 2^Bits - 1], with
@@ -150,9 +150,9 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
 /// Quantizes w [out, in] (any float Eigen dense expression, either storage order) exactly as MLX's CPU
 /// `mx.quantize(w, group_size, bits)` in affine mode: same codes, packed words, scales and biases.
 /// Scales are negative when the group's larger-magnitude extreme is its max. An all-zero group gets
-/// scale -1e-7, bias 0 and codes 0. A constant group c with |c| >= 5e-8 gets bias c and codes 0 and
-/// dequantizes to c; for |c| < 5e-8, edge / scale rounds to code 0, so the bias is 0 and the group
-/// dequantizes to 0 (as in MLX).
+/// scale -1e-7, bias 0 and codes 0. A constant group c gets bias c and codes 0, and dequantizes to c,
+/// when c / 1e-7 rounds (half to even) to a non-zero code, i.e. |c| > fl(5e-8); otherwise the bias is
+/// 0 and the group dequantizes to 0 (as in MLX).
 /// Throws std::invalid_argument for an empty w, in % GroupSize != 0, a NaN/Inf (naming row and column),
 /// or a group whose levels overflow float (max - min, or s * (2^Bits - 1) + b, is infinite: e.g. a group
 /// holding FLT_MAX and -FLT_MAX; naming row and group: MLX returns an infinite scale and NaN or Inf

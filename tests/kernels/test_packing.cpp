@@ -1,4 +1,4 @@
-// Code packing: the fast block kernel against the bit-stream reference, and spec B 8.3.D exactly.
+// Code packing: the fast block kernel against the bit-stream reference, and docs/numerics.md N9.d exactly.
 #include <cstdint>
 #include <vector>
 
@@ -53,7 +53,7 @@ void check_random_round_trip(std::uint64_t salt) {
 
 }  // namespace
 
-TEST_CASE("packing: spec B 8.3.D words for codes i mod 2^b", "[packing]") {
+TEST_CASE("packing: N9.d words for codes i mod 2^b", "[packing]") {
     check_example_d<2>({0xE4E4E4E4u, 0xE4E4E4E4u});
     check_example_d<3>({0x88FAC688u, 0xC688FAC6u, 0xFAC688FAu});
     check_example_d<4>({0x76543210u, 0xFEDCBA98u, 0x76543210u, 0xFEDCBA98u});
@@ -63,7 +63,7 @@ TEST_CASE("packing: spec B 8.3.D words for codes i mod 2^b", "[packing]") {
                         0x1B1A1918u, 0x1F1E1D1Cu});
 }
 
-TEST_CASE("packing: eight 3-bit codes are the 24-bit value 0x70E547 (spec B 8.3.D)", "[packing]") {
+TEST_CASE("packing: eight 3-bit codes are the 24-bit value 0x70E547 (N9.d)", "[packing]") {
     std::vector<std::uint8_t> codes(32, 0);
     const std::uint8_t first[8] = {7, 0, 5, 2, 6, 1, 4, 3};
     for (int i = 0; i < 8; ++i) codes[static_cast<std::size_t>(i)] = first[i];

@@ -1,4 +1,4 @@
-// BitNet b1.58 quantizers (semantics.md A8) and the worked examples of Part B 8.2.
+// BitNet b1.58 quantizers (docs/numerics.md N8) and its worked examples N8.a-N8.c.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -23,7 +23,7 @@ std::vector<int> codes_of(const lowbit::RowMatrixXi8& codes) {
 }
 }  // namespace
 
-TEST_CASE("B 8.2.A: absmean, one group of 8", "[bitnet][worked][A8]") {
+TEST_CASE("N8.a: absmean, one group of 8", "[bitnet][worked][N8]") {
     const std::vector<float> w{0.8f, -0.3f, 0.05f, -1.2f, 0.4f, 0.0f, -0.45f, 0.6f};
     const float gamma = lowbit::absmean_scale(w);
     CHECK(gamma == 0.47500002f);
@@ -40,7 +40,7 @@ TEST_CASE("B 8.2.A: absmean, one group of 8", "[bitnet][worked][A8]") {
     }
 }
 
-TEST_CASE("B 8.2.B: tie case, one group of 4", "[bitnet][worked][A8]") {
+TEST_CASE("N8.b: tie case, one group of 4", "[bitnet][worked][N8]") {
     const std::vector<float> w{0.5f, -0.5f, 1.5f, -1.5f};
     CHECK(lowbit::absmean_scale(w) == 1.0f);
     CHECK(codes_of(lowbit::quantize_ternary(w, 1, 4, 4).codes) == std::vector<int>{1, -1, 1, -1});
@@ -48,7 +48,7 @@ TEST_CASE("B 8.2.B: tie case, one group of 4", "[bitnet][worked][A8]") {
           std::vector<int>{0, 0, 1, -1});
 }
 
-TEST_CASE("B 8.2.C: per-token int8", "[bitnet][worked][A8]") {
+TEST_CASE("N8.c: per-token int8", "[bitnet][worked][N8]") {
     const std::vector<float> x{127.0f, 62.5f, -62.5f, 0.5f, -0.5f, 1.5f};
     CHECK(lowbit::absmax_scale(x) == 1.0f);
     const lowbit::Int8Activations a = lowbit::quantize_activations_int8(x, 1, 6);
@@ -59,7 +59,7 @@ TEST_CASE("B 8.2.C: per-token int8", "[bitnet][worked][A8]") {
           std::vector<int>{127, 62, -62, 0, 0, 2});
 }
 
-TEST_CASE("A8: groups, per tensor, zero scales, per-row activations", "[bitnet][A8]") {
+TEST_CASE("N8: groups, per tensor, zero scales, per-row activations", "[bitnet][N8]") {
     Eigen::MatrixXf w(2, 8);  // column-major: quantized as [rows, cols] all the same
     w << 1, -1, 0.1f, 0, 4, 4, -4, 0,  //
         0, 0, 0, 0, 0.3f, -0.2f, 0.1f, 0.6f;

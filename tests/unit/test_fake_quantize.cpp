@@ -1,6 +1,6 @@
-// FakeQuantize through <lowbit/lowbit.hpp>: every rule of semantics.md A1-A6 and the worked examples
-// of Part B 8.1 (entrenar FakeQuantize) and 8.4 (PyTorch) with their exact values. Expected outputs are
-// written as code * scale: the spec's decimal values are those products rounded to float.
+// FakeQuantize through <lowbit/lowbit.hpp>: every rule of docs/numerics.md N1-N6 and the worked examples
+// N2.a, N4.a-N4.e, N5.a, N6.a and N6.b with their exact values. Expected outputs are written as
+// code * scale: the decimal values in docs/numerics.md are those products rounded to float.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -45,8 +45,8 @@ bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------- A3
-TEST_CASE("A3: code ranges and num_levels", "[fake_quantize][A3]") {
+// ---------------------------------------------------------------------------------------------- N3
+TEST_CASE("N3: code ranges and num_levels", "[fake_quantize][N3]") {
     CHECK(FakeQuantize<4>().qmin() == -7);
     CHECK(FakeQuantize<4>().qmax() == 7);
     CHECK(FakeQuantize<4>().num_levels() == 15);
@@ -71,9 +71,9 @@ TEST_CASE("A3: code ranges and num_levels", "[fake_quantize][A3]") {
     CHECK(FakeQuantize<8>(FakeQuantConfig::pytorch()).qmin() == -128);
 }
 
-// ---------------------------------------------------------------------------------------------- A1
-TEST_CASE("A1: default rounding is half away from zero; half_to_even and stochastic on request",
-          "[fake_quantize][A1]") {
+// ---------------------------------------------------------------------------------------------- N1
+TEST_CASE("N1: default rounding is half away from zero; half_to_even and stochastic on request",
+          "[fake_quantize][N1]") {
     const std::vector<float> ties{0.5f, 1.5f, 2.5f, -0.5f, -2.5f};
     FakeQuantize<8> away;
     CHECK(away.config().rounding == Rounding::half_away_from_zero);
@@ -93,7 +93,7 @@ TEST_CASE("A1: default rounding is half away from zero; half_to_even and stochas
     for (float y : stochastic.forward(std::vector<float>(64, 2.25f))) CHECK((y == 2.0f || y == 3.0f));
 }
 
-TEST_CASE("A1: stochastic rounding is unbiased", "[fake_quantize][A1][stochastic]") {
+TEST_CASE("N1: stochastic rounding is unbiased", "[fake_quantize][N1][stochastic]") {
     FakeQuantConfig config;
     config.rounding = Rounding::stochastic;
     config.seed = 7;
@@ -116,7 +116,7 @@ TEST_CASE("A1: stochastic rounding is unbiased", "[fake_quantize][A1][stochastic
     }
 }
 
-TEST_CASE("A1: stochastic rounding repeats for a seed", "[fake_quantize][A1][stochastic]") {
+TEST_CASE("N1: stochastic rounding repeats for a seed", "[fake_quantize][N1][stochastic]") {
     auto rng = lowbit::test::make_rng(401);
     const std::vector<float> x = lowbit::test::uniform_floats(rng, 5000, -3.0f, 3.0f);
     FakeQuantConfig config;
@@ -139,8 +139,8 @@ TEST_CASE("A1: stochastic rounding repeats for a seed", "[fake_quantize][A1][sto
     CHECK(first.position() == 2 * x.size());
 }
 
-// ---------------------------------------------------------------------------------------- B 8.1.A
-TEST_CASE("B 8.1.A: q4 calibrated on [-1.0, 0.3, 0.7, 1.4]", "[fake_quantize][worked]") {
+// ------------------------------------------------------------------------------------------- N4.a
+TEST_CASE("N4.a: q4 calibrated on [-1.0, 0.3, 0.7, 1.4]", "[fake_quantize][worked]") {
     FakeQuantize<4> q4;
     const std::vector<float> data{-1.0f, 0.3f, 0.7f, 1.4f};
     q4.calibrate(data);
@@ -165,8 +165,8 @@ TEST_CASE("B 8.1.A: q4 calibrated on [-1.0, 0.3, 0.7, 1.4]", "[fake_quantize][wo
           std::vector<float>{1, 1, 1, 1, 1, 1, 0});
 }
 
-// ---------------------------------------------------------------------------------------- B 8.1.B
-TEST_CASE("B 8.1.B: q8 on [0, 1, -2, 1.5, -1.5] (the crate's own test)", "[fake_quantize][worked]") {
+// ------------------------------------------------------------------------------------------- N4.b
+TEST_CASE("N4.b: q8 on [0, 1, -2, 1.5, -1.5] (the crate's own test)", "[fake_quantize][worked]") {
     FakeQuantize<8> q8;
     const std::vector<float> data{0.0f, 1.0f, -2.0f, 1.5f, -1.5f};
     q8.calibrate(data);
@@ -180,12 +180,12 @@ TEST_CASE("B 8.1.B: q8 on [0, 1, -2, 1.5, -1.5] (the crate's own test)", "[fake_
     CHECK(y[3] == 1.4960630f);
 }
 
-// ---------------------------------------------------------------------------------------- B 8.1.C
-// The spec's rows describe the seed crate's *buggy* asymmetric calibration (the range is not widened to
-// contain 0, the scale is floored after z). lowbit follows A4 instead (zero-inclusive range, floor
-// before z), so these are lowbit's results for the same inputs; the seed's values are in the comments.
-TEST_CASE("B 8.1.C: 4-bit asymmetric calibration, lowbit's A4 results for the seed's inputs",
-          "[fake_quantize][worked][A4]") {
+// ------------------------------------------------------------------------------------------- N4.c
+// The inputs are those of the seed crate's own asymmetric examples, whose calibration is *buggy* (the
+// range is not widened to contain 0, the scale is floored after z). lowbit follows N4 instead
+// (zero-inclusive range, floor before z), so these are lowbit's results; the seed's are in the comments.
+TEST_CASE("N4.c: 4-bit asymmetric calibration, lowbit's N4 results for the seed's inputs",
+          "[fake_quantize][worked][N4]") {
     SECTION("[-1.0, 0.3, 0.7, 2.0]: range contains 0, the same as the seed") {
         FakeQuantize<4, false> q;
         const std::vector<float> data{-1.0f, 0.3f, 0.7f, 2.0f};
@@ -242,8 +242,8 @@ TEST_CASE("B 8.1.C: 4-bit asymmetric calibration, lowbit's A4 results for the se
     }
 }
 
-// ---------------------------------------------------------------------------------------------- A4
-TEST_CASE("A4: min-max calibration", "[fake_quantize][A4]") {
+// ---------------------------------------------------------------------------------------------- N4
+TEST_CASE("N4: min-max calibration", "[fake_quantize][N4]") {
     SECTION("symmetric: s = max(|min|, |max|) / qmax, z = 0") {
         FakeQuantize<8> q;
         q.calibrate(std::vector<float>{-3.0f, 1.0f, 0.5f});
@@ -274,7 +274,7 @@ TEST_CASE("A4: min-max calibration", "[fake_quantize][A4]") {
     }
     SECTION("constant data round-trips (exactly where a float scale allows, within one ulp always)") {
         // fl(qmax * fl(c / qmax)) == c is not true for every float c and no float scale achieves it for
-        // some (e.g. q = 7: the products q * s skip over c); A4's "exactly" holds for these constants and
+        // some (e.g. q = 7: the products q * s skip over c); N4.4's "exactly" holds for these constants and
         // within one ulp of c for all: |q s - c| <= q ulp(s) / 2 < ulp(c).
         for (float c : {3.0f, -3.0f, 1.0f, 0.5f, -2.0f, 127.0f}) {
             FakeQuantize<8> q;
@@ -331,7 +331,7 @@ TEST_CASE("A4: min-max calibration", "[fake_quantize][A4]") {
     }
 }
 
-TEST_CASE("A4: observers (running min-max, and PyTorch's moving average)", "[fake_quantize][A4][B8.4]") {
+TEST_CASE("N4: observers (running min-max, and PyTorch's moving average)", "[fake_quantize][N4][worked]") {
     SECTION("min_max keeps the running extremes") {
         FakeQuantize<8, false> q;
         q.observe(std::vector<float>{-1.0f, 2.0f});
@@ -342,7 +342,7 @@ TEST_CASE("A4: observers (running min-max, and PyTorch's moving average)", "[fak
         CHECK(q.observed_min() == -3.0f);
         CHECK(q.scale() == 5.0f / 255.0f);
     }
-    SECTION("B 8.4.D: moving average with c = 0.01: (-1, 2) then (-3, 1) gives (-1.02, 1.99)") {
+    SECTION("N4.e: moving average with c = 0.01: (-1, 2) then (-3, 1) gives (-1.02, 1.99)") {
         FakeQuantize<8, false> q(FakeQuantConfig::pytorch());
         q.observe(std::vector<float>{-1.0f, 0.5f, 2.0f});
         CHECK(q.observed_min() == -1.0f);
@@ -356,8 +356,8 @@ TEST_CASE("A4: observers (running min-max, and PyTorch's moving average)", "[fak
     }
 }
 
-// ---------------------------------------------------------------------------------------- B 8.4.D
-TEST_CASE("B 8.4.D: observer qparams for min = -1, max = 2, and forward with them", "[fake_quantize][worked]") {
+// ------------------------------------------------------------------------------------------- N4.d
+TEST_CASE("N4.d: observer qparams for min = -1, max = 2, and forward with them", "[fake_quantize][worked]") {
     const std::vector<float> data{-1.0f, 2.0f};
     FakeQuantize<8, false> quint8(FakeQuantConfig::pytorch());
     quint8.calibrate(data);
@@ -389,8 +389,8 @@ TEST_CASE("B 8.4.D: observer qparams for min = -1, max = 2, and forward with the
     CHECK(quint8.backward_clamped(std::vector<float>(3, 1.0f), x) == std::vector<float>{1, 0, 0});
 }
 
-// ---------------------------------------------------------------------------------------------- A5
-TEST_CASE("A5: forward formula, NaN in gives NaN out, +-Inf saturate", "[fake_quantize][A5]") {
+// ---------------------------------------------------------------------------------------------- N5
+TEST_CASE("N5: forward formula, NaN in gives NaN out, +-Inf saturate", "[fake_quantize][N5]") {
     FakeQuantize<4, false> asymmetric;
     asymmetric.set_qparams(0.1f, 5);
     const std::vector<float> y = asymmetric.forward(std::vector<float>{quiet_nan, inf, -inf, 0.26f, -0.34f});
@@ -407,8 +407,8 @@ TEST_CASE("A5: forward formula, NaN in gives NaN out, +-Inf saturate", "[fake_qu
     CHECK(t[2] == -128.0f * 0.5f);
 }
 
-// ---------------------------------------------------------------------------------------- B 8.4.A
-TEST_CASE("B 8.4.A: halfway points, PyTorch preset and lowbit's default", "[fake_quantize][worked]") {
+// ------------------------------------------------------------------------------------------- N5.a
+TEST_CASE("N5.a: halfway points, PyTorch preset and lowbit's default", "[fake_quantize][worked]") {
     const std::vector<float> x{-1.25f, -0.75f, -0.25f, 0.25f, 0.75f, 1.25f};
     FakeQuantize<8> signed_torch(FakeQuantConfig::pytorch());  // [-128, 127], z = 0
     signed_torch.set_qparams(0.5f, 0);
@@ -416,8 +416,8 @@ TEST_CASE("B 8.4.A: halfway points, PyTorch preset and lowbit's default", "[fake
     FakeQuantize<8, false> unsigned_torch(FakeQuantConfig::pytorch());  // z = 3 needs an affine range
     unsigned_torch.set_qparams(0.5f, 3);
     CHECK(unsigned_torch.forward(x) == std::vector<float>{-1.0f, -1.0f, 0.0f, 0.0f, 1.0f, 1.0f});
-    // lowbit's default rounds half away from zero *before* adding z (A5), so z = 0 and z = 3 agree;
-    // the spec's "RHAZ(x/s + z)" column is the seed crate's order, which lowbit does not follow.
+    // lowbit's default rounds half away from zero *before* adding z (N5), so z = 0 and z = 3 agree;
+    // rounding x/s + z (the seed crate's order, quoted in N5.a) is not what lowbit does.
     FakeQuantize<8> signed_default;
     signed_default.set_qparams(0.5f, 0);
     CHECK(signed_default.forward(x) == std::vector<float>{-1.5f, -1.0f, -0.5f, 0.5f, 1.0f, 1.5f});
@@ -426,8 +426,8 @@ TEST_CASE("B 8.4.A: halfway points, PyTorch preset and lowbit's default", "[fake
     CHECK(unsigned_default.forward(x) == std::vector<float>{-1.5f, -1.0f, -0.5f, 0.5f, 1.0f, 1.5f});
 }
 
-// ---------------------------------------------------------------------------------------- B 8.4.B
-TEST_CASE("B 8.4.B: mask at the range edges", "[fake_quantize][worked][A6]") {
+// ------------------------------------------------------------------------------------------- N6.a
+TEST_CASE("N6.a: mask at the range edges", "[fake_quantize][worked][N6]") {
     const std::vector<float> x{-0.4f, -0.5f, -0.6f, 254.5f, 255.4f, 255.5f};
     const std::vector<float> ones(x.size(), 1.0f);
     FakeQuantize<8, false> torch_like(FakeQuantConfig::pytorch());
@@ -439,8 +439,8 @@ TEST_CASE("B 8.4.B: mask at the range edges", "[fake_quantize][worked][A6]") {
     CHECK(band.backward_clamped(ones, x) == std::vector<float>{0, 0, 0, 1, 0, 0});
 }
 
-// ---------------------------------------------------------------------------------------- B 8.4.C
-TEST_CASE("B 8.4.C: reciprocal versus division", "[fake_quantize][worked][A2]") {
+// ------------------------------------------------------------------------------------------- N2.a
+TEST_CASE("N2.a: reciprocal versus division", "[fake_quantize][worked][N2]") {
     FakeQuantize<8> torch_like(FakeQuantConfig::pytorch());
     torch_like.set_qparams(0.01f, 0);
     CHECK(torch_like.forward(std::vector<float>{0.045f})[0] == 4.0f * 0.01f);
@@ -449,9 +449,9 @@ TEST_CASE("B 8.4.C: reciprocal versus division", "[fake_quantize][worked][A2]") 
     CHECK(dividing.forward(std::vector<float>{0.045f})[0] == 5.0f * 0.01f);
 }
 
-// ---------------------------------------------------------------------------------------------- A6
-TEST_CASE("A6: backward is the identity; backward_clamped uses the raw-x inclusive band corrected for z",
-          "[fake_quantize][A6]") {
+// ---------------------------------------------------------------------------------------------- N6
+TEST_CASE("N6: backward is the identity; backward_clamped uses the raw-x inclusive band corrected for z",
+          "[fake_quantize][N6]") {
     FakeQuantize<4, false> q;
     q.set_qparams(0.1f, 5);
     const std::vector<float> grad{0.5f, -2.0f, quiet_nan, inf, 3.0f};
@@ -462,8 +462,8 @@ TEST_CASE("A6: backward is the identity; backward_clamped uses the raw-x inclusi
     CHECK(q.backward_clamped(std::vector<float>(x.size(), 2.0f), x) == std::vector<float>{2, 2, 0, 0, 0, 2, 0});
 }
 
-// ---------------------------------------------------------------------------------------- B 8.4.E
-TEST_CASE("B 8.4.E: LSQ backward", "[fake_quantize][worked][lsq]") {
+// ------------------------------------------------------------------------------------------- N6.b
+TEST_CASE("N6.b: LSQ backward", "[fake_quantize][worked][lsq]") {
     FakeQuantize<3> q(FakeQuantConfig::pytorch());  // [-4, 3]
     q.set_qparams(0.5f, 0);
     const std::vector<float> x{-1.3f, 0.26f, 0.7f, 3.0f, -2.3f};

@@ -1,5 +1,5 @@
 // quantize / dequantize: bit-identity with MLX's CPU mx.quantize (golden data from tools/gen_mlx_golden.py),
-// the worked examples of spec B 8.3, the round-trip bounds, and bad input.
+// the worked examples N9.a-N9.c of docs/numerics.md, the round-trip bounds (N9.7), and bad input.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -122,7 +122,7 @@ TEST_CASE("quantize is bit-identical to MLX CPU mx.quantize for every bits and g
     LOWBIT_GOLDEN(128, 8);
 }
 
-TEST_CASE("quantize: spec B 8.3.A, 4-bit mixed-sign group with RNE ties", "[quantize]") {
+TEST_CASE("quantize: N9.a, 4-bit mixed-sign group with RNE ties", "[quantize]") {
     const auto q = quantize_group_of_32({-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 0.75f, 1.5f});
     CHECK(q.codes(0, 0) == 0x04689ACFu);
     CHECK(q.codes(0, 1) == 0x99999999u);
@@ -139,7 +139,7 @@ TEST_CASE("quantize: spec B 8.3.A, 4-bit mixed-sign group with RNE ties", "[quan
     }
 }
 
-TEST_CASE("quantize: spec B 8.3.B, single-sign groups (CPU semantics)", "[quantize]") {
+TEST_CASE("quantize: N9.b, single-sign groups (CPU semantics)", "[quantize]") {
     RowMatrixXf w(2, 32);
     const float positive[4] = {1.0f, 1.5f, 2.0f, 1.25f}, negative[4] = {-2.0f, -1.5f, -1.0f, -1.25f};
     for (int i = 0; i < 32; ++i) {
@@ -158,7 +158,7 @@ TEST_CASE("quantize: spec B 8.3.B, single-sign groups (CPU semantics)", "[quanti
     CHECK(back(1, 0) == -2.0f);
 }
 
-TEST_CASE("quantize: spec B 8.3.C, all-zero and constant groups", "[quantize]") {
+TEST_CASE("quantize: N9.c, all-zero and constant groups", "[quantize]") {
     RowMatrixXf w(3, 64);
     w.row(0).setZero();
     w.row(1).setConstant(3.0f);

@@ -206,7 +206,7 @@ TEST_CASE("issue 9.8: a group whose range overflows is refused, naming row and g
     CHECK(lowbit::dequantize(q).allFinite());
 }
 
-TEST_CASE("issue 9.8: constant groups, as documented", "[issue9][A9]") {
+TEST_CASE("issue 9.8: constant groups, as documented", "[issue9][N9]") {
     // |c| >= 5e-8: bias c, dequantizes to c. |c| < 5e-8: bias 0, dequantizes to 0 (as MLX).
     const auto constant = [](float c) { return lowbit::dequantize(lowbit::quantize<32, 4>(RowMatrixXf::Constant(1, 32, c))); };
     CHECK((constant(1e-7f).array() == 1e-7f).all());

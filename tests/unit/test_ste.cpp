@@ -1,4 +1,4 @@
-// The STE free functions (semantics.md A7): the seed's own tests (bitnet-quantize layer/ste.rs) as
+// The STE free functions (docs/numerics.md N7): the seed's own tests (bitnet-quantize layer/ste.rs) as
 // written there, then lowbit's additions (Rounding option, tensor-like inputs, bad input).
 #include <cmath>
 #include <limits>
@@ -65,7 +65,7 @@ TEST_CASE("seed test_ste_backward_identity", "[ste][seed]") {
 
 // ---- lowbit's additions ----
 
-TEST_CASE("A7: ste_forward = clamp(R(x / s), lo, hi) * s with a Rounding option", "[ste][A7]") {
+TEST_CASE("N7: ste_forward = clamp(R(x / s), lo, hi) * s with a Rounding option", "[ste][N7]") {
     const std::vector<float> x{-0.75f, -0.25f, 0.25f, 0.75f, 5.0f, -5.0f, quiet_nan, inf, -inf};
     const std::vector<float> away = lowbit::ste_forward(x, 0.5f, -2.0f, 3.0f);
     const std::vector<float> expected_away{-1.0f, -0.5f, 0.5f, 1.0f, 1.5f, -1.0f};

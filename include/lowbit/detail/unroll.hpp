@@ -7,7 +7,7 @@
 #include <utility>
 
 /// Forces a call to be inlined: Clang 14's inliner otherwise gives up on the unrolled qgemv pass and
-/// calls the code-step lambdas through the stack (a third of the speed).
+/// calls the code-step lambdas through the stack (much slower: benchmarks/README.md).
 #if defined(__GNUC__) || defined(__clang__)
 #define LOWBIT_ALWAYS_INLINE __attribute__((always_inline))
 #else

@@ -4,7 +4,8 @@
 // `_mm512_undefined_ps()`, which -Wuninitialized reports once xsimd's call is inlined into a kernel
 // (GCC bug 105593, fixed in GCC 13). The masked forms below, with an explicit source, are the same
 // instructions without the warning. fma is here because xsimd 8.1 has no AVX-512 fma and falls back to
-// a multiply and an add (which Clang does not fuse: slower, and rounded twice).
+// a multiply and an add (which Clang does not fuse: much slower, see benchmarks/README.md, and rounded
+// twice).
 #pragma once
 
 #include "../config.hpp"

@@ -7,13 +7,13 @@
 //   0.5 fraction lands half-way between 1 - 2^-24 and 1 and ties to the even 1); from 2^23 on every float
 //   is an integer and the sum rounds back to v. (xsimd::round is also RHAZ but costs twice the
 //   instructions.) half_to_even is xsimd::nearbyint via simd::nearbyint (std::nearbyint in the default FP mode).
-// * Quotient::divide_checked forms x / s (A2) without a division in almost every lane: m = x * fl(1/s) is
-//   within 4u|x/s| of fl(x/s) (u = 2^-24: u from fl(1/s), u from the product, u from fl(x/s)), so both
-//   round to the same integer unless a half-integer lies within 2^-22 |m| of m. Lanes that close to a
-//   tie (checked with the wider margin 2^-21 |m|), in a batch, send the whole batch through the true
-//   division. |m| >= 2^20 is exempt: any code that large is clamped to the same range end either way
-//   (|qmin|, |qmax|, |z| <= 2^16). Used only when fl(1/s) is a normal float (else the error bound fails);
-//   the caller checks. Whether it is used at all: choose_quotient.
+// * Quotient::divide_checked forms x / s (docs/numerics.md N2) without a division in almost every lane:
+//   m = x * fl(1/s) is within 4u|x/s| of fl(x/s) (u = 2^-24: u from fl(1/s), u from the product, u from
+//   fl(x/s)), so both round to the same integer unless a half-integer lies within 2^-22 |m| of m. Lanes
+//   that close to a tie (checked with the wider margin 2^-21 |m|), in a batch, send the whole batch
+//   through the true division. |m| >= 2^20 is exempt: any code that large is clamped to the same range
+//   end either way (|qmin|, |qmax|, |z| <= 2^16). Used only when fl(1/s) is a normal float (else the error
+//   bound fails); the caller checks. Whether it is used at all: choose_quotient.
 // * Tails and the alignment head of streaming passes go through one padded batch, so every element
 //   sees the vector code (never a scalar fallback with different rounding).
 #pragma once
@@ -173,11 +173,10 @@ inline void transform(const Op& op, float* out, std::size_t count, const Inputs*
 }
 
 /// The quotient the kernels use for `params`: PyTorch's multiply, or the division. The division is a
-/// real vdivps unless LOWBIT_DIVIDE_VIA_RECIPROCAL is defined: on the Zen 4 this was measured on, a
-/// 16-lane division (about 5 cycles) costs less than the near-tie check (about 7 more instructions),
-/// so plain division is faster (1.2x the Eigen expression against 0.8x); cores with slow division
-/// (older Intel: about 10 to 16 cycles per 16 lanes) may prefer the checked reciprocal. Both are
-/// bit-identical and both are tested.
+/// real vdivps unless LOWBIT_DIVIDE_VIA_RECIPROCAL is defined: where this was measured, a vector
+/// division cost less than the near-tie check's extra instructions, so plain division is faster;
+/// cores with slow division may prefer the checked reciprocal (figures: benchmarks/README.md). Both
+/// are bit-identical and both are tested.
 inline Quotient choose_quotient(const FakeQuantParams& params) noexcept {
     if (params.multiply_by_reciprocal) return Quotient::multiply;
 #if defined(LOWBIT_DIVIDE_VIA_RECIPROCAL)

@@ -18,7 +18,7 @@ namespace detail {
 ///   r = R(clamp(v, clamp_low, clamp_high))     clamp_low = floor(qmin) - z, clamp_high = ceil(qmax) - z
 ///   r = clamp(r, qmin, qmax)                   only when outer_clamp (non-integer STE bounds, z = 0)
 ///   y = (r + 0) * s
-/// For integer qmin, qmax, z this is A5's y = (clamp(R(v) + z, qmin, qmax) - z) * s exactly: rounding is
+/// For integer qmin, qmax, z this is N5's y = (clamp(R(v) + z, qmin, qmax) - z) * s exactly: rounding is
 /// monotone and fixes integers, so clamping to integer bounds commutes with it, and z is exact. Clamping
 /// first saves the zero-point add and subtract. NaN stays NaN (the clamp lets it through); +-Inf
 /// saturate to the range ends; the "+ 0" makes a zero result +0 (integer semantics, as PyTorch). The STE
@@ -45,7 +45,7 @@ struct FakeQuantParams {
     }
 };
 
-/// Pass band of backward_clamped (A6): dx = g where the element passes, else +0.
+/// Pass band of backward_clamped (N6.2): dx = g where the element passes, else +0.
 ///   raw band (default):  low <= x <= high, inclusive, NaN fails; low = (qmin - z) * s, high = (qmax - z) * s
 ///   rounded code (PyTorch): qmin <= R(v) + z <= qmax with v, R, z from `code`, evaluated as
 ///                           clamp_low <= R(v) <= clamp_high (the same for integer z); NaN fails

@@ -17,8 +17,9 @@ namespace detail {
 /// starting a thread costs more than the work it takes over.
 inline constexpr std::size_t elementwise_grain = std::size_t{1} << 18;
 
-/// Outputs of at least this many floats (16 MiB, half this machine class's L3) are written with
-/// non-temporal stores: they cannot stay in cache anyway, and streaming saves the read-for-ownership.
+/// Outputs of at least this many floats (16 MiB, half the L3 of the machine class lowbit is tuned on:
+/// benchmarks/README.md) are written with non-temporal stores: they cannot stay in cache anyway, and
+/// streaming saves the read-for-ownership.
 inline constexpr std::size_t streaming_min_count = std::size_t{1} << 22;
 
 /// out = fake-quant(in) (fake_quant/params.hpp has the formula). Deterministic rounding here;
@@ -51,7 +52,7 @@ inline void backward_clamped(const MaskParams& mask, const float* grad, const fl
     });
 }
 
-/// Smallest and largest finite value (A4: non-finite values are skipped).
+/// Smallest and largest finite value (docs/numerics.md N4.1: non-finite values are skipped).
 inline FiniteRange finite_min_max(const float* in, std::size_t count) {
     return parallel_reduce(
         count, elementwise_grain, FiniteRange{},

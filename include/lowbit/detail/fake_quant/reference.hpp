@@ -1,4 +1,4 @@
-// Scalar references of the element-wise fake-quant kernels: the spec (semantics.md A2, A5, A6, A7) in
+// Scalar references of the element-wise fake-quant kernels: docs/numerics.md N2, N5, N6 and N7 in
 // code. Plain loops, never optimized; fake_quant/kernels.hpp must equal them bit for bit
 // (NaN lanes: any NaN).
 #pragma once

@@ -36,11 +36,12 @@ void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float*
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
     group_sums<Arch, GroupSize>(x, K, 1, K, x_sum.data());
     const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
-    // Aligned: qgemv_rows loads it once per code step, and a split load per step costs a sixth of the speed.
+    // Aligned: qgemv_f32_rows loads it once per code step, and a split load per step is measurably slower
+    // (benchmarks/README.md).
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(lanes, 1)));
     permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
-    // About 256 KiB of packed codes per range (over 10 us of work), so a range is worth a worker.
+    // About 256 KiB of packed codes per range, so a range is worth a worker (benchmarks/README.md).
     const Index row_bytes = K * Bits / 8;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {

@@ -1,4 +1,4 @@
-// Scalar reference for the group-wise quantized matmul (semantics.md A10): the oracle the kernels are
+// Scalar reference for the group-wise quantized matmul (docs/numerics.md N10): the oracle the kernels are
 // tested against. Plain loops, obviously correct, never optimized.
 //
 //   out[m, n] = sum over groups g of  s[n,g] * sum_{k in g} x[m,k] * q[n,k]  +  b[n,g] * sum_{k in g} x[m,k]

@@ -1,4 +1,4 @@
-// Scalar reference for MLX's code packing: one little-endian bit stream per row (semantics.md B 3.4).
+// Scalar reference for MLX's code packing: one little-endian bit stream per row (docs/numerics.md N9.3).
 //
 // Code j of a row occupies bits [j*Bits, (j+1)*Bits) of the stream; bit i of the stream is bit i % 32
 // of word i / 32. For Bits in {3, 5, 6} a code may straddle two words. Obviously correct, never fast.

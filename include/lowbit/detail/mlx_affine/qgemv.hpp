@@ -92,13 +92,15 @@ void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, c
     };
 
     // One output row at a time, so the packed codes are read as one sequential stream (interleaving
-    // rows to share x loads made DRAM serve several short streams at once, which it does slower).
+    // rows to share x loads made DRAM serve several short streams at once, which it does slower:
+    // benchmarks/README.md).
     // chunk_block consecutive chunks are in flight, each with its own accumulator, to cover the fma
     // latency. Loops over chunks and code steps are unrolled at compile time (static_for), which
     // Clang 14 would otherwise not do.
     constexpr int chunk_block = 4;
     // Codes are prefetched into L2 this many rows (a few KiB) ahead: about the DRAM latency at the
-    // rate the arithmetic consumes them (measured best of 1, 2, 4 and 8 rows into L1 or L2).
+    // rate the arithmetic consumes them (distance and cache level chosen by measurement:
+    // benchmarks/README.md).
     constexpr Index prefetch_rows = 2;
     auto row_dot = [&](Index n) {
         const std::uint32_t* codes = &q.codes(n, 0);

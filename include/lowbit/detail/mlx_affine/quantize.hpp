@@ -16,7 +16,7 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// MLX CPU affine quantization of one group (semantics.md B 3.2), all in f32 with RNE:
+/// MLX CPU affine quantization of one group (docs/numerics.md N9.2), all in f32 with RNE:
 /// s = max((max - min) / n_bins, 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
 /// extreme (max on ties); q0 = RNE(edge / s); if q0 != 0 then s = edge / q0 and bias = edge, else
 /// bias = 0; q = clamp(RNE((w - bias) / s), 0, n_bins). Returns {scale, bias}.

@@ -1,7 +1,7 @@
 // The worker threads behind parallel_for: started by the first call that needs them and kept. Handing
-// out a job costs about 0.1 us while the workers still spin and about 2 us once they sleep (a condition
-// variable notify), against about 30 us to start and join a thread per call (measured on the Zen 4
-// this was written on; that was a fifth of a 4096 x 4096 4-bit GEMV on two threads).
+// out a job to spinning workers, or waking sleeping ones (a condition variable notify), costs a small
+// fraction of starting and joining a thread per call, which is a sizeable part of a large GEMV
+// (figures: benchmarks/README.md).
 //
 // Protocol. One job at a time: a caller takes `submit_` (try_lock: a second concurrent caller, or a
 // call from inside a task, gets false and runs its work itself), publishes the job under `mutex_` and
