@@ -4,8 +4,8 @@
 //   ste_backward(g) = g, really the identity (unlike the seed, whose autograd stops at round)
 // NaN stays NaN; +-Inf saturate to lo * s, hi * s; a zero result is +0. Rounding::stochastic draws u from
 // a fresh UniformStream(0), or from the caller's stream in the overloads that take one.
-// Errors (std::invalid_argument): scale zero, negative, NaN, infinite or subnormal (below FLT_MIN); min_val > max_val or NaN bounds;
-// x and out of different sizes.
+// Errors (std::invalid_argument): scale zero, negative, NaN, infinite or subnormal (below FLT_MIN);
+// min_val > max_val or NaN bounds; x and out of different sizes.
 #pragma once
 
 #include "detail/config.hpp"
