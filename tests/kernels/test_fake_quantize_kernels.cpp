@@ -297,7 +297,7 @@ TEST_CASE("calibration min/max kernel equals the reference", "[kernels][min_max]
     }
 }
 
-TEST_CASE("streaming and threaded dispatch of large arrays equal the reference", "[kernels][fake_quantize]") {
+TEST_CASE("streaming and threaded dispatch of large arrays equal the reference", "[kernels][fake_quantize][threads]") {
     auto rng = lowbit::test::make_rng(304);
     const std::size_t n = detail::streaming_min_count + 3 * lanes + 5;  // streaming path, odd tail
     detail::FakeQuantParams params;
@@ -330,7 +330,7 @@ TEST_CASE("streaming and threaded dispatch of large arrays equal the reference",
 }
 #endif
 
-TEST_CASE("stochastic forward is the same for every thread count", "[kernels][fake_quantize]") {
+TEST_CASE("stochastic forward is the same for every thread count", "[kernels][fake_quantize][threads]") {
     auto rng = lowbit::test::make_rng(305);
     const std::size_t n = 3 * detail::elementwise_grain + 17;
     detail::FakeQuantParams params;

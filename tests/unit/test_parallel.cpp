@@ -21,7 +21,7 @@ struct ThreadCountGuard {
 };
 }  // namespace
 
-TEST_CASE("parallel_for covers every index exactly once", "[parallel]") {
+TEST_CASE("parallel_for covers every index exactly once", "[parallel][threads]") {
     ThreadCountGuard guard;
     const int threads = GENERATE(1, 2, 3, 8);
     lowbit::set_num_threads(threads);
@@ -44,7 +44,7 @@ TEST_CASE("parallel_for covers every index exactly once", "[parallel]") {
     }
 }
 
-TEST_CASE("parallel_for rethrows a worker's exception on the caller", "[parallel]") {
+TEST_CASE("parallel_for rethrows a worker's exception on the caller", "[parallel][threads]") {
     ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     auto throw_on_last_range = [](std::size_t, std::size_t end) {
@@ -76,7 +76,7 @@ bool covers_once(std::size_t count, std::size_t grain) {
 }
 }  // namespace
 
-TEST_CASE("the thread pool runs back-to-back jobs, and jobs after its workers went to sleep", "[parallel]") {
+TEST_CASE("the thread pool runs back-to-back jobs, and jobs after its workers went to sleep", "[parallel][threads]") {
     ThreadCountGuard guard;
     for (int threads : {2, 3, 4}) {
         lowbit::set_num_threads(threads);
@@ -89,7 +89,7 @@ TEST_CASE("the thread pool runs back-to-back jobs, and jobs after its workers we
     }
 }
 
-TEST_CASE("parallel_for called from inside a body runs on the calling thread", "[parallel]") {
+TEST_CASE("parallel_for called from inside a body runs on the calling thread", "[parallel][threads]") {
     ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     std::vector<std::atomic<int>> visits(64 * 100);
@@ -103,7 +103,7 @@ TEST_CASE("parallel_for called from inside a body runs on the calling thread", "
     for (const auto& visit : visits) REQUIRE(visit == 1);
 }
 
-TEST_CASE("parallel_for from several threads at once: each call completes its own work", "[parallel]") {
+TEST_CASE("parallel_for from several threads at once: each call completes its own work", "[parallel][threads]") {
     ThreadCountGuard guard;
     lowbit::set_num_threads(3);
     std::atomic<int> failures{0};
@@ -118,7 +118,7 @@ TEST_CASE("parallel_for from several threads at once: each call completes its ow
     CHECK(failures == 0);
 }
 
-TEST_CASE("the thread pool stays usable after a body throws, on the caller's range or a worker's", "[parallel]") {
+TEST_CASE("the thread pool stays usable after a body throws, on the caller's range or a worker's", "[parallel][threads]") {
     ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     for (std::size_t throwing_end : {25u, 100u}) {  // the first range (the caller's) and the last
