@@ -36,8 +36,8 @@
 #include <Eigen/Core>
 
 #include "detail/checks.hpp"
+#include "detail/dispatch/mlx_affine_quantize.hpp"
 #include "detail/mlx_affine/packing.hpp"
-#include "detail/mlx_affine/quantize.hpp"
 #include "detail/threading/parallel.hpp"
 #include "formats/mlx_affine.hpp"
 #include "matrix_types.hpp"
@@ -86,15 +86,6 @@ struct QuantizedMatrix {
 
 namespace detail {
 
-/// True when every level fl(fl(s * q) + b), q in [0, 2^Bits - 1], of a group is finite. The levels are
-/// monotone in q, so the two ends decide.
-template <int Bits>
-inline bool group_levels_finite(float scale, float bias) {
-    constexpr float n_bins = static_cast<float>((1 << Bits) - 1);
-    const float top = scale * n_bins;
-    return std::isfinite(scale) && std::isfinite(top) && std::isfinite(top + bias);
-}
-
 /// Rows per thread range for row-parallel work on rows of `cols` values: about 64K values each.
 inline std::size_t rows_per_range(Eigen::Index cols) {
     return std::max<std::size_t>(1, std::size_t{1 << 16} / static_cast<std::size_t>(std::max<Eigen::Index>(cols, 1)));
@@ -111,37 +102,67 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
     if (cols % GroupSize != 0)
         throw std::invalid_argument(std::string(function) + ": in = " + std::to_string(cols) +
                                     " is not a multiple of GroupSize = " + std::to_string(GroupSize));
-    for (Eigen::Index r = 0; r < rows; ++r)
-        for (Eigen::Index c = 0; c < cols; ++c)
-            if (!std::isfinite(weights(r, c)))
-                throw std::invalid_argument(std::string(function) + ": weight at row " + std::to_string(r) +
-                                            ", column " + std::to_string(c) + " is " + float_text(weights(r, c)) +
-                                            " (NaN and Inf cannot be quantized)");
     Result result;
     const Eigen::Index groups = cols / GroupSize;
     result.codes.resize(rows, cols * Bits / 32);
     result.scales.resize(rows, groups);
     result.biases.resize(rows, groups);
-    parallel_for(static_cast<std::size_t>(rows), rows_per_range(cols), [&](std::size_t begin, std::size_t end) {
-        std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
-        for (std::size_t r = begin; r < end; ++r) {
-            const auto row = static_cast<Eigen::Index>(r);
-            const float* values = weights.data() + row * weights.outerStride();
-            for (Eigen::Index g = 0; g < groups; ++g) {
-                const auto [scale, bias] = quantize_group<Bits>(values + g * GroupSize, GroupSize,
-                                                               codes.data() + g * GroupSize);
-                if (!group_levels_finite<Bits>(scale, bias))
-                    throw std::invalid_argument(
-                        std::string(function) + ": row " + std::to_string(row) + ", group " + std::to_string(g) +
-                        " (columns " + std::to_string(g * GroupSize) + " to " + std::to_string((g + 1) * GroupSize - 1) +
-                        ") spans a range too wide for float: max - min or its top level s * " +
-                        std::to_string((1 << Bits) - 1) + " + b overflows");
-                result.scales(row, g) = scale;
-                result.biases(row, g) = bias;
+    // Faults are collected per range and the first in row-major order is reported after the pass, so the
+    // message does not depend on thread timing: a NaN/Inf anywhere first, then a group whose levels
+    // overflow. Indices are row * groups + group; npos means none.
+    constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+    struct Faults {
+        std::size_t non_finite_group = none;
+        std::size_t overflowing_group = none;
+    };
+    const Faults faults = parallel_reduce(
+        static_cast<std::size_t>(rows), rows_per_range(cols), Faults{},
+        [&](std::size_t begin, std::size_t end) {
+            Faults found;
+            std::vector<std::int32_t> codes(static_cast<std::size_t>(cols));
+            for (std::size_t r = begin; r < end; ++r) {
+                const auto row = static_cast<Eigen::Index>(r);
+                const float* values = weights.data() + row * weights.outerStride();
+                for (Eigen::Index g = 0; g < groups; ++g) {
+                    const std::size_t index = r * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g);
+                    float scale = 0.0f, bias = 0.0f;
+                    if (!quantize_group<GroupSize, Bits>(values + g * GroupSize, codes.data() + g * GroupSize, scale,
+                                                         bias)) {
+                        found.non_finite_group = std::min(found.non_finite_group, index);
+                        continue;
+                    }
+                    if (!group_levels_finite<Bits>(scale, bias))
+                        found.overflowing_group = std::min(found.overflowing_group, index);
+                    result.scales(row, g) = scale;
+                    result.biases(row, g) = bias;
+                }
+                pack_row_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
             }
-            kernels::pack_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
-        }
-    });
+            return found;
+        },
+        [](Faults total, const Faults& part) {
+            total.non_finite_group = std::min(total.non_finite_group, part.non_finite_group);
+            total.overflowing_group = std::min(total.overflowing_group, part.overflowing_group);
+            return total;
+        });
+    if (faults.non_finite_group != none) {
+        const auto row = static_cast<Eigen::Index>(faults.non_finite_group / static_cast<std::size_t>(groups));
+        const auto group = static_cast<Eigen::Index>(faults.non_finite_group % static_cast<std::size_t>(groups));
+        Eigen::Index column = group * GroupSize;
+        while (std::isfinite(weights(row, column))) ++column;
+        throw std::invalid_argument(std::string(function) + ": weight at row " + std::to_string(row) + ", column " +
+                                    std::to_string(column) + " is " + float_text(weights(row, column)) +
+                                    " (NaN and Inf cannot be quantized)");
+    }
+    if (faults.overflowing_group != none) {
+        const auto row = faults.overflowing_group / static_cast<std::size_t>(groups);
+        const auto group = static_cast<Eigen::Index>(faults.overflowing_group % static_cast<std::size_t>(groups));
+        throw std::invalid_argument(
+            std::string(function) + ": row " + std::to_string(row) + ", group " + std::to_string(group) + " (columns " +
+            std::to_string(group * GroupSize) + " to " + std::to_string((group + 1) * GroupSize - 1) +
+            ") spans a range too wide for float: max - min or its top level s * " + std::to_string((1 << Bits) - 1) +
+            " + b overflows");
+    }
     return result;
 }
 

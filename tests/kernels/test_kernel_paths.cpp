@@ -57,6 +57,7 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
     check_ran(KernelOp::finite_min_max, "finite_min_max");
     check_ran(KernelOp::matmul_f32_gemv, "matmul_f32_gemv (M = 1, 4-bit)");
     check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 7)");
+    check_ran(KernelOp::quantize_group, "quantize_group");
 
     // A bit width with no GEMV kernel takes the GEMM kernel at M = 1, still SIMD.
     lowbit::detail::reset_recorded_paths();

@@ -22,6 +22,7 @@ enum class KernelOp : std::size_t {
     finite_min_max,
     matmul_f32_gemv,  ///< M = 1 on MLX affine codes
     matmul_f32_gemm,  ///< M > 1, or a bit width without a GEMV kernel
+    quantize_group,   ///< MLX affine quantization of one group
     count,
 };
 

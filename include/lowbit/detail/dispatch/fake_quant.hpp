@@ -11,6 +11,7 @@
 //   finite_min_max               -                 kernels::finite_min_max              reference::finite_min_max
 //   matmul, f32 activations      MLX affine        kernels::qgemv_f32 (M = 1, Bits in   reference::quantized_matmul
 //                                                  {2, 4, 8}), kernels::qgemm_f32 (rest)
+//   quantize one group           MLX affine        kernels::quantize_group_f32          reference::quantize_group
 //
 // A new instruction set is a new simd::arch (detail/arch/) that the kernels above accept; a new kernel
 // for a format is one more row in its file (MlxAffineF32Kernels shows the shape of a kernel table); a new

@@ -17,17 +17,17 @@ namespace detail::kernels {
 /// Codes per block; a block is exactly Bits words.
 inline constexpr std::size_t codes_per_block = 32;
 
-/// Packs `count` codes (a multiple of 32, each < 2^Bits) into count*Bits/32 words.
-template <int Bits>
-inline void pack_codes(const std::uint8_t* codes, std::size_t count, std::uint32_t* words) {
+/// Packs `count` codes (a multiple of 32, each < 2^Bits; any integer type) into count*Bits/32 words.
+template <int Bits, class Code>
+inline void pack_codes(const Code* codes, std::size_t count, std::uint32_t* words) {
     for (std::size_t block = 0; block < count / codes_per_block; ++block) {
-        const std::uint8_t* in = codes + block * codes_per_block;
+        const Code* in = codes + block * codes_per_block;
         std::uint32_t* out = words + block * Bits;
         std::uint64_t window = 0;  // bits not yet written; never holds more than 31 + Bits bits
         unsigned filled = 0;
         std::size_t written = 0;
         for (std::size_t j = 0; j < codes_per_block; ++j) {
-            window |= std::uint64_t{in[j]} << filled;
+            window |= static_cast<std::uint64_t>(in[j]) << filled;
             filled += Bits;
             if (filled >= 32) {
                 out[written++] = static_cast<std::uint32_t>(window);
