@@ -1,0 +1,373 @@
+// Threaded entry points at the edges of their thread split: sizes just under, at and just over one
+// grain, and between one and `threads` grains, at 1, 2, 3 and 4 threads. parallel_for cuts [0, count)
+// into min(threads, ceil(count / grain)) nearly equal ranges (detail/parallel.hpp), so between one and
+// `threads` grains the ranges are shorter than a grain: any per-range bookkeeping indexed by
+// begin / grain collides there. Every result must equal the 1-thread result bit for bit, and every
+// reduction must find the extremes wherever they are: at the ends, and in the middle of each range.
+//
+// Tagged [threads]: the tsan preset runs these under ThreadSanitizer.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <lowbit/lowbit.hpp>
+
+#include "support/random.hpp"
+#include "support/tolerance.hpp"
+
+namespace {
+
+using lowbit::RowMatrixXf;
+using Eigen::Index;
+
+/// Restores the default thread count however the test ends.
+struct ThreadCountGuard {
+    ThreadCountGuard() = default;
+    ThreadCountGuard(const ThreadCountGuard&) = delete;
+    ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+    ~ThreadCountGuard() { lowbit::set_num_threads(0); }
+};
+
+constexpr std::size_t grain = lowbit::detail::elementwise_grain;
+constexpr int thread_counts[] = {1, 2, 3, 4};
+
+/// First index of range r when parallel_for splits count into `ranges` pieces (detail/parallel.hpp).
+std::size_t range_begin(std::size_t count, std::size_t ranges, std::size_t r) {
+    const std::size_t base = count / ranges, extra = count % ranges;
+    return r * base + std::min(r, extra);
+}
+
+/// Middle index of range r of the split parallel_for makes for count, grain and threads (r clipped to
+/// the ranges there are).
+std::size_t middle_of_range(std::size_t count, std::size_t grain_size, std::size_t threads, std::size_t r) {
+    const std::size_t ranges = std::max<std::size_t>(1, std::min(threads, (count + grain_size - 1) / grain_size));
+    r = std::min(r, ranges - 1);
+    return (range_begin(count, ranges, r) + range_begin(count, ranges, r + 1)) / 2;
+}
+
+/// The element-wise sizes around the grain.
+std::vector<std::size_t> elementwise_sizes() {
+    return {grain - 1, grain, grain + 1, 2 * grain - 1, 2 * grain + 1, 3 * grain + 5, 4 * grain - 3};
+}
+
+bool same_bits(float a, float b) {
+    if (std::isnan(a) && std::isnan(b)) return true;
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    return x == y;
+}
+
+/// Index of the first element where the two differ in bits (NaN equals NaN), -1 when none.
+long first_difference(std::span<const float> a, std::span<const float> b) {
+    if (a.size() != b.size()) return 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (!same_bits(a[i], b[i])) return static_cast<long>(i);
+    return -1;
+}
+
+long first_difference(const RowMatrixXf& a, const RowMatrixXf& b) {
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return 0;
+    return first_difference(std::span<const float>(a.data(), static_cast<std::size_t>(a.size())),
+                            std::span<const float>(b.data(), static_cast<std::size_t>(b.size())));
+}
+
+constexpr float placed_min = -2.5f;
+constexpr float placed_max = 3.75f;
+
+/// Uniform [-1, 1) data with a +Inf, a -Inf and a NaN sprinkled in (skipped by the observers), then
+/// the extremes placed at min_at and max_at.
+std::vector<float> data_with_extremes(std::size_t count, std::size_t min_at, std::size_t max_at, std::uint64_t salt) {
+    auto rng = lowbit::test::make_rng(salt);
+    std::vector<float> x = lowbit::test::uniform_floats(rng, count, -1.0f, 1.0f);
+    x[count / 5] = std::numeric_limits<float>::infinity();
+    x[count / 7] = -std::numeric_limits<float>::infinity();
+    x[count / 11] = std::numeric_limits<float>::quiet_NaN();
+    x[min_at] = placed_min;
+    x[max_at] = placed_max;
+    return x;
+}
+
+/// Where the extremes go for one size: the two ends both ways round, and the middles of ranges 1, 2
+/// and 3 of the 2-, 3- and 4-thread splits.
+std::vector<std::pair<std::size_t, std::size_t>> placements(std::size_t count) {
+    std::vector<std::pair<std::size_t, std::size_t>> result{{0, count - 1}, {count - 1, 0}};
+    for (std::size_t threads : {2u, 3u, 4u}) {
+        for (std::size_t r = 1; r < threads; ++r) {
+            const std::size_t middle = middle_of_range(count, grain, threads, r);
+            result.emplace_back(middle, middle + 1);
+            result.emplace_back(middle + 1, middle);
+        }
+    }
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("observers find the extremes at every grain boundary and thread count", "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    std::uint64_t salt = 9100;
+    for (const std::size_t count : elementwise_sizes()) {
+        for (const auto& [min_at, max_at] : placements(count)) {
+            const std::vector<float> x = data_with_extremes(count, min_at, max_at, ++salt);
+            lowbit::FakeQuantize<8, false> expected;
+            expected.calibrate_range(placed_min, placed_max);
+            for (const int threads : thread_counts) {
+                lowbit::set_num_threads(threads);
+                INFO("count " << count << " (grain " << grain << "), min at " << min_at << ", max at " << max_at
+                              << ", threads " << threads);
+
+                lowbit::FakeQuantize<8, false> calibrated;
+                calibrated.calibrate(x);
+                CHECK(calibrated.observed_min() == placed_min);
+                CHECK(calibrated.observed_max() == placed_max);
+                CHECK(calibrated.scale() == expected.scale());
+                CHECK(calibrated.zero_point() == expected.zero_point());
+
+                lowbit::FakeQuantize<8, false> observed;
+                observed.observe(std::vector<float>{0.0f, 0.5f});
+                observed.observe(x);
+                CHECK(observed.observed_min() == placed_min);
+                CHECK(observed.observed_max() == placed_max);
+
+                // The same data as a 1 x count row-major matrix and as a count x 1 column.
+                lowbit::FakeQuantize<8, true> symmetric;
+                symmetric.calibrate(Eigen::Map<const RowMatrixXf>(x.data(), 1, static_cast<Index>(count)));
+                CHECK(symmetric.observed_min() == placed_min);
+                CHECK(symmetric.observed_max() == placed_max);
+                CHECK(symmetric.scale() == placed_max / 127.0f);
+
+                // Per channel: one channel spanning all of x, and the Eigen form.
+                lowbit::PerChannelFakeQuantize<8, false> per_channel;
+                per_channel.calibrate(x, 1);
+                REQUIRE(per_channel.channels() == 1);
+                CHECK(per_channel.channel(0).observed_min() == placed_min);
+                CHECK(per_channel.channel(0).observed_max() == placed_max);
+                per_channel.calibrate(Eigen::Map<const RowMatrixXf>(x.data(), 1, static_cast<Index>(count)));
+                CHECK(per_channel.channel(0).observed_min() == placed_min);
+                CHECK(per_channel.channel(0).observed_max() == placed_max);
+                per_channel.observe(x, 1);
+                CHECK(per_channel.channel(0).observed_min() == placed_min);
+                CHECK(per_channel.channel(0).observed_max() == placed_max);
+            }
+        }
+    }
+}
+
+TEST_CASE("forward_with_calibration calibrates on the whole input at every grain boundary", "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    std::uint64_t salt = 9200;
+    for (const std::size_t count : elementwise_sizes()) {
+        for (const auto& [min_at, max_at] : placements(count)) {
+            const std::vector<float> x = data_with_extremes(count, min_at, max_at, ++salt);
+            lowbit::set_num_threads(1);
+            lowbit::FakeQuantize<4> one_thread;
+            const std::vector<float> expected = one_thread.forward_with_calibration(x);
+            REQUIRE(one_thread.scale() == placed_max / 7.0f);
+            for (const int threads : {2, 3, 4}) {
+                lowbit::set_num_threads(threads);
+                INFO("count " << count << ", min at " << min_at << ", max at " << max_at << ", threads " << threads);
+                lowbit::FakeQuantize<4> quantizer;
+                const std::vector<float> y = quantizer.forward_with_calibration(x);
+                CHECK(quantizer.scale() == one_thread.scale());
+                CHECK(first_difference(y, expected) == -1);
+            }
+        }
+    }
+}
+
+TEST_CASE("element-wise passes equal the 1-thread result and the reference at every grain boundary",
+          "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    std::uint64_t salt = 9300;
+    for (const std::size_t count : elementwise_sizes()) {
+        const std::vector<float> x = data_with_extremes(count, 0, count - 1, ++salt);
+        auto rng = lowbit::test::make_rng(++salt);
+        const std::vector<float> grad = lowbit::test::uniform_floats(rng, count, -1.0f, 1.0f);
+
+        lowbit::FakeQuantize<8, false> asymmetric;
+        asymmetric.calibrate_range(-1.5f, 2.0f);
+        lowbit::FakeQuantize<8> pytorch(lowbit::FakeQuantConfig::pytorch());
+        pytorch.calibrate_range(-1.5f, 2.0f);
+        lowbit::FakeQuantConfig stochastic_config;
+        stochastic_config.rounding = lowbit::Rounding::stochastic;
+        stochastic_config.seed = 77;
+        lowbit::FakeQuantize<4> stochastic(stochastic_config);
+        stochastic.calibrate_range(-1.0f, 1.0f);
+
+        // Scalar references (no threads at all).
+        std::vector<float> forward_expected(count), pytorch_expected(count), mask_expected(count),
+            pytorch_mask_expected(count), stochastic_expected(count), ste_expected(count);
+        lowbit::detail::reference::fake_quantize_forward(asymmetric.params(), x.data(), forward_expected.data(), count);
+        lowbit::detail::reference::fake_quantize_forward(pytorch.params(), x.data(), pytorch_expected.data(), count);
+        lowbit::detail::reference::backward_clamped(asymmetric.mask(), grad.data(), x.data(), mask_expected.data(),
+                                                    count);
+        lowbit::detail::reference::backward_clamped(pytorch.mask(), grad.data(), x.data(),
+                                                    pytorch_mask_expected.data(), count);
+        lowbit::detail::reference::fake_quantize_forward_stochastic(stochastic.params(), lowbit::UniformStream(77), 0,
+                                                                    x.data(), stochastic_expected.data(), count);
+        {
+            lowbit::detail::FakeQuantParams ste;
+            ste.scale = 0.25f;
+            ste.code_min = -3.0f;
+            ste.code_max = 3.0f;
+            ste.finish();
+            lowbit::detail::reference::fake_quantize_forward(ste, x.data(), ste_expected.data(), count);
+        }
+
+        lowbit::set_num_threads(1);
+        const std::vector<float> lsq_one = asymmetric.backward_lsq(grad, x).grad_input;
+        const float lsq_scale_one = asymmetric.backward_lsq(grad, x).grad_scale;
+
+        for (const int threads : thread_counts) {
+            lowbit::set_num_threads(threads);
+            INFO("count " << count << " (grain " << grain << "), threads " << threads);
+            CHECK(first_difference(asymmetric.forward(x), forward_expected) == -1);
+            CHECK(first_difference(pytorch.forward(x), pytorch_expected) == -1);
+            CHECK(first_difference(asymmetric.backward_clamped(grad, x), mask_expected) == -1);
+            CHECK(first_difference(pytorch.backward_clamped(grad, x), pytorch_mask_expected) == -1);
+            CHECK(first_difference(stochastic.forward(x), stochastic_expected) == -1);
+            lowbit::UniformStream stream(77);
+            CHECK(first_difference(stochastic.forward(x, stream), stochastic_expected) == -1);
+            CHECK(stream.position() == count);
+            CHECK(first_difference(lowbit::ste_forward(x, 0.25f, -3.0f, 3.0f), ste_expected) == -1);
+            const auto lsq = asymmetric.backward_lsq(grad, x);
+            CHECK(first_difference(lsq.grad_input, lsq_one) == -1);
+            CHECK(lsq.grad_scale == lsq_scale_one);
+
+            // Eigen forms over the same memory, row-major [2, count / 2] when even.
+            if (count % 2 == 0) {
+                const Eigen::Map<const RowMatrixXf> matrix(x.data(), 2, static_cast<Index>(count / 2));
+                const RowMatrixXf y = asymmetric.forward(matrix);
+                CHECK(first_difference(std::span<const float>(y.data(), count), forward_expected) == -1);
+            }
+        }
+    }
+}
+
+TEST_CASE("per-channel passes at channel lengths around the grain", "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    std::uint64_t salt = 9400;
+    for (const std::size_t length : {grain - 1, grain + 1, 2 * grain + 3}) {
+        const std::size_t channels = 2;
+        std::vector<float> x = data_with_extremes(channels * length, 0, channels * length - 1, ++salt);
+        // Channel 0: max in the middle of its second half; channel 1: min in the middle of its first half.
+        x[length / 2 + length / 4] = 5.0f;
+        x[length + length / 4] = -6.0f;
+        lowbit::set_num_threads(1);
+        lowbit::PerChannelFakeQuantize<8, false> one;
+        one.calibrate(x, channels);
+        const std::vector<float> y_one = one.forward(x);
+        REQUIRE(one.channel(0).observed_max() == 5.0f);
+        REQUIRE(one.channel(0).observed_min() == placed_min);
+        REQUIRE(one.channel(1).observed_min() == -6.0f);
+        REQUIRE(one.channel(1).observed_max() == placed_max);
+        for (const int threads : thread_counts) {
+            lowbit::set_num_threads(threads);
+            INFO("channel length " << length << ", threads " << threads);
+            lowbit::PerChannelFakeQuantize<8, false> quantizer;
+            quantizer.calibrate(x, channels);
+            CHECK(quantizer.scales() == one.scales());
+            CHECK(quantizer.zero_points() == one.zero_points());
+            CHECK(first_difference(quantizer.forward(x), y_one) == -1);
+            lowbit::PerChannelFakeQuantize<8, false> with_calibration;
+            CHECK(first_difference(with_calibration.forward_with_calibration(x, channels), y_one) == -1);
+        }
+    }
+}
+
+namespace {
+
+/// rows_per_range of quantized_matrix.hpp for this width, mirrored here (about 64K values per range).
+std::size_t quantize_rows_per_range(Index cols) {
+    return std::max<std::size_t>(1, (std::size_t{1} << 16) / static_cast<std::size_t>(cols));
+}
+
+RowMatrixXf random_matrix(std::mt19937_64& rng, Index rows, Index cols) {
+    const std::vector<float> values =
+        lowbit::test::uniform_floats(rng, static_cast<std::size_t>(rows * cols), -1.0f, 1.0f);
+    return Eigen::Map<const RowMatrixXf>(values.data(), rows, cols);
+}
+
+/// quantize, dequantize, quantized_matmul (one row: qgemv; several: qgemm) and QuantizedLinear
+/// forward at every thread count equal the 1-thread results; dequantize also equals the scalar
+/// unpack-and-scale rule, and quantized_matmul is checked against the scalar reference kernel's
+/// result within the dot-product bound (it sums in a different order).
+template <int GroupSize, int Bits>
+void check_quantized_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) {
+    const RowMatrixXf w = random_matrix(rng, rows, cols);
+    const RowMatrixXf x = random_matrix(rng, batch, cols);
+    const Eigen::VectorXf bias = Eigen::VectorXf::LinSpaced(rows, -1.0f, 1.0f);
+    lowbit::set_num_threads(1);
+    const auto q_one = lowbit::quantize<GroupSize, Bits>(w);
+    const RowMatrixXf w_one = lowbit::dequantize(q_one);
+    const RowMatrixXf y_one = lowbit::quantized_matmul(x, q_one);
+    const RowMatrixXf y_row_one = lowbit::quantized_matmul(x.row(0), q_one);
+    const lowbit::QuantizedLinear<GroupSize, Bits> layer(q_one, bias);
+    const RowMatrixXf layer_one = layer.forward(x);
+    const RowMatrixXf layer_row_one = layer.forward(x.row(batch - 1));
+    {
+        RowMatrixXf reference(batch, rows);
+        lowbit::detail::reference::quantized_matmul(x.data(), x.cols(), batch, q_one, reference.data(), rows);
+        const RowMatrixXf exact = x * w_one.transpose();
+        const double worst = (reference - y_one).cwiseAbs().maxCoeff();
+        const double magnitude = (x.cwiseAbs() * w_one.cwiseAbs().transpose()).maxCoeff();
+        const double bound = lowbit::test::dot_tolerance(static_cast<std::size_t>(cols), magnitude);
+        CHECK(worst <= 2.0 * bound);  // both within the bound of the exact product
+        CHECK((exact - y_one).cwiseAbs().maxCoeff() <= 2.0 * bound);
+    }
+    for (const int threads : thread_counts) {
+        lowbit::set_num_threads(threads);
+        INFO("GroupSize " << GroupSize << ", Bits " << Bits << ", rows " << rows << ", cols " << cols << ", batch "
+                          << batch << ", threads " << threads);
+        const auto q = lowbit::quantize<GroupSize, Bits>(w);
+        CHECK(q.codes == q_one.codes);
+        CHECK(first_difference(q.scales, q_one.scales) == -1);
+        CHECK(first_difference(q.biases, q_one.biases) == -1);
+        CHECK(first_difference(lowbit::dequantize(q_one), w_one) == -1);
+        CHECK(first_difference(lowbit::quantized_matmul(x, q_one), y_one) == -1);
+        CHECK(first_difference(lowbit::quantized_matmul(x.row(0), q_one), y_row_one) == -1);
+        CHECK(first_difference(layer.forward(x), layer_one) == -1);
+        CHECK(first_difference(layer.forward(x.row(batch - 1)), layer_row_one) == -1);
+        lowbit::GroupFakeQuantize<GroupSize, Bits> fake;
+        CHECK(first_difference(fake.forward(w), w_one) == -1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("quantize and dequantize at row counts around rows_per_range", "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    auto rng = lowbit::test::make_rng(9500);
+    constexpr Index cols = 512;
+    const auto per_range = static_cast<Index>(quantize_rows_per_range(cols));  // 128 rows
+    for (const Index rows : {per_range - 1, per_range, per_range + 1, 2 * per_range + 1, 3 * per_range + 5}) {
+        check_quantized_rows<64, 4>(rng, rows, cols, 3);
+    }
+    check_quantized_rows<32, 3>(rng, 2 * per_range + 1, cols, 2);
+}
+
+TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[threads][boundaries]") {
+    ThreadCountGuard guard;
+    auto rng = lowbit::test::make_rng(9600);
+    // qgemv (one row of x): about 256 KiB of packed codes per range, 2^18 / (cols * Bits / 8) rows:
+    // 128 rows for 2048 8-bit columns, 256 for 4096 2-bit columns.
+    for (const Index rows : {Index{127}, Index{128}, Index{129}, Index{257}, Index{385}, Index{511}})
+        check_quantized_rows<64, 8>(rng, rows, 2048, 1);
+    for (const Index rows : {Index{255}, Index{257}, Index{513}})
+        check_quantized_rows<128, 2>(rng, rows, 4096, 1);
+    // qgemm (several rows of x): tiles of 256 output columns by 256 rows of x, one tile per task.
+    for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}, Index{1025}})
+        check_quantized_rows<64, 4>(rng, rows, 512, 9);
+    check_quantized_rows<32, 5>(rng, 513, 256, 300);
+}
