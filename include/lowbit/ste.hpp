@@ -5,12 +5,14 @@
 // NaN stays NaN; +-Inf saturate to lo * s, hi * s; a zero result is +0. Rounding::stochastic draws u from
 // a fresh UniformStream(0), or from the caller's stream in the overloads that take one.
 // Errors (std::invalid_argument): scale zero, negative, NaN, infinite or subnormal (below FLT_MIN);
-// min_val > max_val or NaN bounds; x and out of different sizes.
+// min_val > max_val or NaN bounds; a finite bound whose level bound * scale overflows float; x and out
+// of different sizes.
 #pragma once
 
 #include "detail/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -30,6 +32,11 @@ inline FakeQuantParams ste_params(const char* function, float scale, float min_v
     if (!(min_val <= max_val))
         throw std::invalid_argument(std::string(function) + ": min_val = " + float_text(min_val) +
                                     " must be <= max_val = " + float_text(max_val));
+    // A finite bound whose level overflows would turn finite inputs into inf (as set_qparams refuses).
+    for (const float bound : {min_val, max_val})
+        if (std::isfinite(bound) && !std::isfinite(bound * scale))
+            throw std::invalid_argument(std::string(function) + ": scale = " + float_text(scale) + " with bound " +
+                                        float_text(bound) + " puts the end of the code range beyond the largest float");
     FakeQuantParams params;
     params.scale = scale;
     params.zero_point = 0.0f;

@@ -16,9 +16,12 @@
 #include <lowbit/detail/fake_quant/reference.hpp>
 #include <lowbit/parallel.hpp>
 
+#include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/threads.hpp"
 
 namespace {
+using lowbit::test::first_difference;
 
 namespace detail = lowbit::detail;
 namespace kernels = lowbit::detail::kernels;
@@ -28,19 +31,7 @@ using lowbit::Rounding;
 constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 
-/// Equal bits, or both NaN.
-[[maybe_unused]] bool same_float(float a, float b) {
-    if (std::isnan(a) && std::isnan(b)) return true;
-    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
-}
 
-/// Index of the first element that differs, or -1.
-long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (!same_float(a[i], b[i])) return static_cast<long>(i);
-    return -1;
-}
 
 /// The special values every data set mixes in.
 [[maybe_unused]] std::vector<float> special_values(float scale) {
@@ -255,7 +246,7 @@ TEST_CASE("RHAZ and RNE kernels equal std::round and std::nearbyint over a sweep
         for (std::size_t i = 0; i < x.size(); ++i) {
             const float expected = rounding == Rounding::half_to_even ? std::nearbyint(x[i]) : std::round(x[i]);
             // (R(x) + 0 - 0) * 1 turns -0 into +0, as the reference does.
-            if (!same_float(y[i], (expected + 0.0f - 0.0f) * 1.0f)) ++wrong;
+            if (!lowbit::test::same_bits(y[i], (expected + 0.0f - 0.0f) * 1.0f)) ++wrong;
         }
         INFO("rounding " << static_cast<int>(rounding) << ", " << x.size() << " values");
         CHECK(wrong == 0);
@@ -270,8 +261,8 @@ TEST_CASE("calibration min/max kernel equals the reference", "[kernels][min_max]
         const detail::FiniteRange actual = kernels::finite_min_max<arch>(x.data(), x.size());
         INFO("n = " << x.size());
         CHECK(actual.found == expected.found);
-        CHECK(same_float(actual.min, expected.min));
-        CHECK(same_float(actual.max, expected.max));
+        CHECK(lowbit::test::same_bits(actual.min, expected.min));
+        CHECK(lowbit::test::same_bits(actual.max, expected.max));
     };
     const std::vector<float> specials = special_values(1.0f);
     for (std::size_t n = 0; n <= 3 * lanes + 1; ++n) {
@@ -323,8 +314,8 @@ TEST_CASE("streaming and threaded dispatch of large arrays equal the reference",
         const detail::FiniteRange range = detail::finite_min_max(x.data(), n);
         const detail::FiniteRange range_expected = detail::reference::finite_min_max(x.data(), n);
         CHECK(range.found == range_expected.found);
-        CHECK(same_float(range.min, range_expected.min));
-        CHECK(same_float(range.max, range_expected.max));
+        CHECK(lowbit::test::same_bits(range.min, range_expected.min));
+        CHECK(lowbit::test::same_bits(range.max, range_expected.max));
     }
     lowbit::set_num_threads(0);
 }

@@ -13,16 +13,15 @@
 #include <catch2/generators/catch_generators.hpp>
 
 #include <lowbit/detail/threading/parallel.hpp>
+
+#include "support/threads.hpp"
 #include <lowbit/lowbit.hpp>
 
 namespace {
-struct ThreadCountGuard {
-    ~ThreadCountGuard() { lowbit::set_num_threads(0); }
-};
 }  // namespace
 
 TEST_CASE("parallel_for covers every index exactly once", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     const int threads = GENERATE(1, 2, 3, 8);
     lowbit::set_num_threads(threads);
     REQUIRE(lowbit::num_threads() == threads);
@@ -45,7 +44,7 @@ TEST_CASE("parallel_for covers every index exactly once", "[parallel][threads]")
 }
 
 TEST_CASE("parallel_for rethrows a worker's exception on the caller", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     auto throw_on_last_range = [](std::size_t, std::size_t end) {
         if (end == 100) throw std::runtime_error("from the last range");
@@ -54,7 +53,7 @@ TEST_CASE("parallel_for rethrows a worker's exception on the caller", "[parallel
 }
 
 TEST_CASE("set_num_threads rejects a negative count and 0 restores the default", "[parallel]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     CHECK_THROWS_AS(lowbit::set_num_threads(-1), std::invalid_argument);
     lowbit::set_num_threads(3);
     CHECK(lowbit::num_threads() == 3);
@@ -77,7 +76,7 @@ bool covers_once(std::size_t count, std::size_t grain) {
 }  // namespace
 
 TEST_CASE("the thread pool runs back-to-back jobs, and jobs after its workers went to sleep", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     for (int threads : {2, 3, 4}) {
         lowbit::set_num_threads(threads);
         for (int call = 0; call < 300; ++call) {
@@ -90,7 +89,7 @@ TEST_CASE("the thread pool runs back-to-back jobs, and jobs after its workers we
 }
 
 TEST_CASE("parallel_for called from inside a body runs on the calling thread", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     std::vector<std::atomic<int>> visits(64 * 100);
     lowbit::detail::parallel_for(64, 1, [&](std::size_t begin, std::size_t end) {
@@ -104,7 +103,7 @@ TEST_CASE("parallel_for called from inside a body runs on the calling thread", "
 }
 
 TEST_CASE("parallel_for from several threads at once: each call completes its own work", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     lowbit::set_num_threads(3);
     std::atomic<int> failures{0};
     std::vector<std::thread> callers;
@@ -119,7 +118,7 @@ TEST_CASE("parallel_for from several threads at once: each call completes its ow
 }
 
 TEST_CASE("the thread pool stays usable after a body throws, on the caller's range or a worker's", "[parallel][threads]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     lowbit::set_num_threads(4);
     for (std::size_t throwing_end : {25u, 100u}) {  // the first range (the caller's) and the last
         for (int round = 0; round < 20; ++round) {
@@ -135,7 +134,7 @@ TEST_CASE("the thread pool stays usable after a body throws, on the caller's ran
 
 #if defined(__unix__)
 TEST_CASE("a fork()ed child gets its own thread pool", "[parallel]") {
-    ThreadCountGuard guard;
+    lowbit::test::ThreadCountGuard guard;
     lowbit::set_num_threads(2);
     REQUIRE(covers_once(1000, 10));  // the parent's workers exist now
     const pid_t child = fork();

@@ -30,10 +30,16 @@
 
 #include <lowbit/lowbit.hpp>
 
+#include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/threads.hpp"
 #include "support/tolerance.hpp"
 
 namespace {
+using lowbit::test::first_difference;
+using lowbit::test::first_matrix_difference;
+using lowbit::test::same_bits;
+using lowbit::test::ThreadCountGuard;
 
 using Eigen::Index;
 using lowbit::RowMatrixXf;
@@ -41,12 +47,6 @@ using lowbit::Rounding;
 using ColMatrixXf = Eigen::MatrixXf;
 using StridedMap = Eigen::Map<const RowMatrixXf, 0, Eigen::OuterStride<>>;
 
-struct ThreadCountGuard {
-    ThreadCountGuard() = default;
-    ThreadCountGuard(const ThreadCountGuard&) = delete;
-    ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
-    ~ThreadCountGuard() { lowbit::set_num_threads(0); }
-};
 
 /// LOWBIT_PROPERTY_ITERATIONS, or the default when unset or not a positive number.
 int iterations() {
@@ -97,30 +97,8 @@ float random_scale(std::mt19937_64& rng) {
     return values[uniform_int(rng, 0, static_cast<int>(sizeof values / sizeof values[0]) - 1)];
 }
 
-bool same_bits(float a, float b) {
-    if (std::isnan(a) && std::isnan(b)) return true;
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, &a, sizeof x);
-    std::memcpy(&y, &b, sizeof y);
-    return x == y;
-}
 
-/// Index of the first bit difference (NaN equals NaN), -1 when none; -2 for different sizes.
-long first_difference(std::span<const float> a, std::span<const float> b) {
-    if (a.size() != b.size()) return -2;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (!same_bits(a[i], b[i])) return static_cast<long>(i);
-    return -1;
-}
 
-template <class A, class B>
-long first_matrix_difference(const A& a, const B& b) {
-    if (a.rows() != b.rows() || a.cols() != b.cols()) return -2;
-    for (Index r = 0; r < a.rows(); ++r)
-        for (Index c = 0; c < a.cols(); ++c)
-            if (!same_bits(a(r, c), b(r, c))) return static_cast<long>(r * a.cols() + c);
-    return -1;
-}
 
 bool all_finite(std::span<const float> values) {
     return std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); });

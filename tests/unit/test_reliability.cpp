@@ -15,20 +15,16 @@
 
 #include <lowbit/lowbit.hpp>
 
+#include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/threads.hpp"
 
 namespace {
+using lowbit::test::ThreadCountGuard;
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
 using lowbit::RowMatrixXf;
 
-/// Restores the default thread count when a test ends, whatever it set.
-struct ThreadCountGuard {
-    explicit ThreadCountGuard(int threads) { lowbit::set_num_threads(threads); }
-    ~ThreadCountGuard() { lowbit::set_num_threads(0); }
-    ThreadCountGuard(const ThreadCountGuard&) = delete;
-    ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
-};
 
 #if defined(__linux__)
 /// Threads of this process, from /proc/self/task.
@@ -222,6 +218,12 @@ TEST_CASE("issue 9.9: subnormal scales, whose reciprocal can overflow, are refus
     config.min_scale = 1e-39f;
     CHECK_THROWS_WITH(lowbit::FakeQuantize<8>(config), StartsWith("lowbit::FakeQuantize: min_scale = "));
     CHECK_THROWS_AS(lowbit::ste_forward(std::vector<float>{0.0f}, 1e-39f, -1.0f, 1.0f), std::invalid_argument);
+    // An STE range whose end overflows (found by the property pass): refused, not inf.
+    CHECK_THROWS_WITH(lowbit::int8_ste(std::vector<float>{std::numeric_limits<float>::max()},
+                                       std::numeric_limits<float>::max() / 100.0f),
+                      StartsWith("lowbit::int8_ste: scale = ") && ContainsSubstring("beyond the largest float"));
+    CHECK(std::isfinite(lowbit::int8_ste(std::vector<float>{std::numeric_limits<float>::max()},
+                                         std::numeric_limits<float>::max() / 128.0f)[0]));
     // The smallest accepted scale still maps 0 to 0 and keeps 0 inside the gradient mask.
     pytorch.set_qparams(std::numeric_limits<float>::min(), 0);
     CHECK(pytorch.forward(std::vector<float>{0.0f})[0] == 0.0f);

@@ -22,21 +22,21 @@
 
 #include <lowbit/lowbit.hpp>
 
+#include "support/compare.hpp"
 #include "support/random.hpp"
+#include "support/threads.hpp"
 #include "support/tolerance.hpp"
 
 namespace {
+using lowbit::test::first_difference;
+using lowbit::test::first_matrix_difference;
+using lowbit::test::same_bits;
+using lowbit::test::ThreadCountGuard;
 
 using lowbit::RowMatrixXf;
 using Eigen::Index;
 
 /// Restores the default thread count however the test ends.
-struct ThreadCountGuard {
-    ThreadCountGuard() = default;
-    ThreadCountGuard(const ThreadCountGuard&) = delete;
-    ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
-    ~ThreadCountGuard() { lowbit::set_num_threads(0); }
-};
 
 constexpr std::size_t grain = lowbit::detail::elementwise_grain;
 constexpr int thread_counts[] = {1, 2, 3, 4};
@@ -60,27 +60,8 @@ std::vector<std::size_t> elementwise_sizes() {
     return {grain - 1, grain, grain + 1, 2 * grain - 1, 2 * grain + 1, 3 * grain + 5, 4 * grain - 3};
 }
 
-bool same_bits(float a, float b) {
-    if (std::isnan(a) && std::isnan(b)) return true;
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, &a, sizeof x);
-    std::memcpy(&y, &b, sizeof y);
-    return x == y;
-}
 
-/// Index of the first element where the two differ in bits (NaN equals NaN), -1 when none.
-long first_difference(std::span<const float> a, std::span<const float> b) {
-    if (a.size() != b.size()) return 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (!same_bits(a[i], b[i])) return static_cast<long>(i);
-    return -1;
-}
 
-long first_difference(const RowMatrixXf& a, const RowMatrixXf& b) {
-    if (a.rows() != b.rows() || a.cols() != b.cols()) return 0;
-    return first_difference(std::span<const float>(a.data(), static_cast<std::size_t>(a.size())),
-                            std::span<const float>(b.data(), static_cast<std::size_t>(b.size())));
-}
 
 constexpr float placed_min = -2.5f;
 constexpr float placed_max = 3.75f;
@@ -332,15 +313,15 @@ void check_quantized_rows(std::mt19937_64& rng, Index rows, Index cols, Index ba
                           << batch << ", threads " << threads);
         const auto q = lowbit::quantize<GroupSize, Bits>(w);
         CHECK(q.codes == q_one.codes);
-        CHECK(first_difference(q.scales, q_one.scales) == -1);
-        CHECK(first_difference(q.biases, q_one.biases) == -1);
-        CHECK(first_difference(lowbit::dequantize(q_one), w_one) == -1);
-        CHECK(first_difference(lowbit::quantized_matmul(x, q_one), y_one) == -1);
-        CHECK(first_difference(lowbit::quantized_matmul(x.row(0), q_one), y_row_one) == -1);
-        CHECK(first_difference(layer.forward(x), layer_one) == -1);
-        CHECK(first_difference(layer.forward(x.row(batch - 1)), layer_row_one) == -1);
+        CHECK(first_matrix_difference(q.scales, q_one.scales) == -1);
+        CHECK(first_matrix_difference(q.biases, q_one.biases) == -1);
+        CHECK(first_matrix_difference(lowbit::dequantize(q_one), w_one) == -1);
+        CHECK(first_matrix_difference(lowbit::quantized_matmul(x, q_one), y_one) == -1);
+        CHECK(first_matrix_difference(lowbit::quantized_matmul(x.row(0), q_one), y_row_one) == -1);
+        CHECK(first_matrix_difference(layer.forward(x), layer_one) == -1);
+        CHECK(first_matrix_difference(layer.forward(x.row(batch - 1)), layer_row_one) == -1);
         lowbit::GroupFakeQuantize<GroupSize, Bits> fake;
-        CHECK(first_difference(fake.forward(w), w_one) == -1);
+        CHECK(first_matrix_difference(fake.forward(w), w_one) == -1);
     }
 }
 
