@@ -63,5 +63,6 @@ void add_bandwidth_cases(Registry& registry);
 void add_eigen_cases(Registry& registry);
 void add_fake_quant_cases(Registry& registry);
 void add_quantized_matmul_cases(Registry& registry);
+void add_gguf_cases(Registry& registry);
 
 }  // namespace lowbit::bench

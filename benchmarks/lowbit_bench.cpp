@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
         add_eigen_cases(registry);
         add_fake_quant_cases(registry);
         add_quantized_matmul_cases(registry);
+        add_gguf_cases(registry);
 
         const std::vector<const Case*> selected = select(registry.cases(), options);
         std::printf("lowbit-bench %d.%d.%d: %zu cases, threads 1..%d%s; median of repeats after a warm-up, "

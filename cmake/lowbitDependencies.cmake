@@ -30,3 +30,13 @@ set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 
 message(STATUS "lowbit ${PROJECT_VERSION}: Eigen ${Eigen3_VERSION} (${Eigen3_DIR}), xsimd ${xsimd_VERSION} (${xsimd_DIR})")
+
+# nlohmann-json is needed only by the checkpoint IO (<lowbit/io.hpp>, target lowbit::io), so lowbit::lowbit
+# never requires it; lowbit's own tests, examples and benchmark use the IO and do.
+find_package(nlohmann_json 3 QUIET)
+if(NOT nlohmann_json_FOUND AND (LOWBIT_BUILD_TESTS OR LOWBIT_BUILD_EXAMPLES OR LOWBIT_BUILD_BENCHMARKS))
+  message(FATAL_ERROR
+    "lowbit's tests, examples and benchmark need nlohmann-json 3 (CMake package nlohmann_json, e.g. "
+    "Debian's nlohmann-json3-dev) for the checkpoint IO. Install it, set nlohmann_json_DIR, or turn off "
+    "LOWBIT_BUILD_TESTS, LOWBIT_BUILD_EXAMPLES and LOWBIT_BUILD_BENCHMARKS.")
+endif()

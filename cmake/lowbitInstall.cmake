@@ -7,6 +7,11 @@ set(LOWBIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/lowbit" CACHE STRING
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/lowbit" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS lowbit EXPORT lowbitTargets)
 install(EXPORT lowbitTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+# lowbit::io in its own file: lowbitConfig.cmake loads it only where the consumer has nlohmann-json.
+if(TARGET lowbit_io)
+  install(TARGETS lowbit_io EXPORT lowbitIoTargets)
+  install(EXPORT lowbitIoTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+endif()
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/lowbitConfig.cmake.in"

@@ -1,8 +1,12 @@
 # Flags for lowbit's own executables (tests, benchmark, examples). Never applied to lowbit::lowbit.
 #
 # lowbit_project_target(<target>) turns on warnings as errors, and optionally -march=native
-# (LOWBIT_NATIVE) or the scalar-only kernels (LOWBIT_FORCE_SCALAR). Eigen and xsimd arrive through
-# imported targets, so their headers are system headers and their warnings are not ours.
+# (LOWBIT_NATIVE), -march=<LOWBIT_MARCH> instead (e.g. haswell: the AVX2 kernels on an AVX-512
+# machine; the avx2 preset), or the scalar-only kernels (LOWBIT_FORCE_SCALAR). Eigen and xsimd arrive
+# through imported targets, so their headers are system headers and their warnings are not ours.
+
+set(LOWBIT_MARCH "" CACHE STRING
+    "If set, lowbit's own executables get -march=<LOWBIT_MARCH> instead of LOWBIT_NATIVE's -march=native (never the exported target)")
 function(lowbit_project_target target)
   target_link_libraries(${target} PRIVATE lowbit::lowbit)
   if(MSVC)
@@ -15,7 +19,9 @@ function(lowbit_project_target target)
       target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
     endif()
   endif()
-  if(LOWBIT_NATIVE)
+  if(LOWBIT_MARCH)
+    target_compile_options(${target} PRIVATE -march=${LOWBIT_MARCH})
+  elseif(LOWBIT_NATIVE)
     target_compile_options(${target} PRIVATE -march=native)
   endif()
   if(LOWBIT_FORCE_SCALAR)

@@ -1,0 +1,16 @@
+// lowbit's checkpoint IO (opt-in: needs nlohmann-json, CMake target lowbit::io; <lowbit/lowbit.hpp>
+// does not include it).
+//
+//   SafetensorsFile / SafetensorsWriter   safetensors read (mmap) and write       io/safetensors*.hpp
+//   read_mlx_config, load_mlx_linear,     MLX quantized checkpoints as             io/mlx_checkpoint.hpp
+//     load_linear, save_mlx_linear          AnyQuantizedLinear / Linear
+//   GgufFile                              GGUF import: metadata, F32/F16/BF16/     io/gguf.hpp
+//                                           Q4_0/Q4_1/Q8_0 tensors
+#pragma once
+
+#include "any_quantized_linear.hpp"
+#include "io/dtype.hpp"
+#include "io/gguf.hpp"
+#include "io/mlx_checkpoint.hpp"
+#include "io/safetensors.hpp"
+#include "io/safetensors_writer.hpp"

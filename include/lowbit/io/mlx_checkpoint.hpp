@@ -1,0 +1,282 @@
+// MLX quantized checkpoints (mlx-lm, mlx.nn.quantize): config.json's "quantization" section and the
+// safetensors tensors of one linear layer, loaded as AnyQuantizedLinear / Linear and saved back
+// (docs/numerics.md N12.2).
+//
+//   config.json                                       model.safetensors, layer prefix P
+//   {"quantization": {                                P.weight  U32 [out, in*bits/32]  packed codes (N9)
+//       "group_size": 64, "bits": 4,       (global)   P.scales  F32|F16|BF16 [out, in/group_size]
+//       "model.layers.0.mlp.down_proj":               P.biases  same dtype and shape (per-group offsets)
+//           {"group_size": 32, "bits": 8}, (override) P.bias    optional [out] (the layer's additive bias)
+//       "lm_head": false},                 (float)
+//    ...}                                             a float layer (false): P.weight F32|F16|BF16 [out, in]
+//
+// Loading widens f16/bf16 exactly to f32; saving narrows with round-to-nearest-even, so a layer loaded
+// from a file and saved with the dtype it had writes every weight, scale, bias and bias-vector byte back
+// unchanged. Loading makes one pass over the layer's bytes.
+#pragma once
+
+#include "../any_quantized_linear.hpp"
+#include "../detail/config.hpp"
+#include "../quantized_linear.hpp"
+#include "detail/bytes.hpp"
+#include "dtype.hpp"
+#include "safetensors.hpp"
+#include "safetensors_writer.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+LOWBIT_BEGIN_NAMESPACE
+
+/// How one layer is quantized.
+struct LayerQuantization {
+    int group_size = 64;
+    int bits = 4;
+    friend bool operator==(const LayerQuantization&, const LayerQuantization&) = default;
+};
+
+/// The "quantization" section of an MLX config.json: a global group size and bits plus per-layer
+/// overrides (another format, or `false` for a layer kept in float).
+class MlxQuantization {
+public:
+    MlxQuantization() = default;
+
+    /// Reads the section from a parsed config.json (the whole object). `label` names it in errors.
+    /// A config without "quantization" (nor "quantization_config") describes an unquantized model.
+    /// Throws std::invalid_argument for a group size or bits that is not a supported integer, a mode
+    /// other than "affine", or an override that is neither an object nor false.
+    static MlxQuantization from_json(const nlohmann::json& config, const std::string& label = "config.json") {
+        MlxQuantization result;
+        if (!config.is_object()) throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": not a JSON object");
+        auto section = config.find("quantization");
+        if (section == config.end()) section = config.find("quantization_config");
+        if (section == config.end()) return result;
+        if (!section->is_object())
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": \"quantization\" is not an object");
+        result.global_ = parse_format(*section, label, "quantization");
+        for (const auto& [key, value] : section->items()) {
+            if (value.is_object()) {
+                result.overrides_[key] = parse_format(value, label, key);
+                if (!result.overrides_[key])
+                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                                " has no group_size/bits");
+            } else if (value.is_boolean()) {
+                if (value.get<bool>())
+                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                                " is `true`; an override is an object or false");
+                result.overrides_[key] = std::nullopt;
+            }
+        }
+        return result;
+    }
+
+    /// The format of layer `prefix` (e.g. "model.layers.0.self_attn.q_proj"): its override, else the
+    /// global one; nullopt when the layer is overridden with `false` or the model is not quantized.
+    /// Whether the layer is quantized at all in the file is told by the presence of prefix + ".scales".
+    std::optional<LayerQuantization> for_layer(std::string_view prefix) const {
+        if (const auto it = overrides_.find(prefix); it != overrides_.end()) return it->second;
+        return global_;
+    }
+
+    /// The global format (nullopt for an unquantized model).
+    const std::optional<LayerQuantization>& global() const noexcept { return global_; }
+    /// The per-layer overrides (nullopt = `false`).
+    const std::map<std::string, std::optional<LayerQuantization>, std::less<>>& overrides() const noexcept {
+        return overrides_;
+    }
+
+private:
+    static std::optional<LayerQuantization> parse_format(const nlohmann::json& object, const std::string& label,
+                                                         const std::string& where) {
+        const auto group = object.find("group_size");
+        const auto bits = object.find("bits");
+        if (const auto mode = object.find("mode"); mode != object.end() && *mode != "affine")
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                        ": mode " + mode->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " is not supported (only \"affine\")");
+        if (group == object.end() && bits == object.end()) return std::nullopt;
+        std::int64_t group_size = 64, bit_count = 4;  // MLX's defaults for a missing key
+        const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
+            if (it == object.end()) return;
+            if (!it->is_number_integer())
+                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                            ": " + key + " = " + it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " is not an integer");
+            out = it->get<std::int64_t>();
+        };
+        read(group, "group_size", group_size);
+        read(bits, "bits", bit_count);
+        const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
+        if (!in_range || !is_supported_quantization_at_runtime(static_cast<int>(group_size), static_cast<int>(bit_count)))
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                        ": group_size = " + std::to_string(group_size) + ", bits = " +
+                                        std::to_string(bit_count) +
+                                        " is not supported (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+        const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count)};
+        return format;
+    }
+
+    std::optional<LayerQuantization> global_;
+    std::map<std::string, std::optional<LayerQuantization>, std::less<>> overrides_;
+};
+
+/// Reads an MLX config.json (`path` is the file, or a directory holding config.json). Throws
+/// std::runtime_error when it cannot be read, std::invalid_argument when it does not parse or its
+/// quantization section is malformed (see MlxQuantization::from_json).
+inline MlxQuantization read_mlx_config(const std::filesystem::path& path) {
+    const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("lowbit::read_mlx_config: " + file.string() + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    nlohmann::json config;
+    try {
+        config = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument("lowbit::read_mlx_config: " + file.string() + ": does not parse: " + e.what());
+    }
+    return MlxQuantization::from_json(config, file.string());
+}
+
+namespace io_detail {
+
+inline std::invalid_argument layer_error(const SafetensorsFile& file, std::string_view function, std::string_view tensor,
+                                         const std::string& fault) {
+    return std::invalid_argument("lowbit::" + std::string(function) + ": " + file.path() + ": tensor " + quoted(tensor) +
+                                 ": " + fault);
+}
+
+/// Tensor `name` as a float matrix [rows, cols] (F32/F16/BF16, exactly that shape).
+inline RowMatrixXf float_tensor(const SafetensorsFile& file, std::string_view function, const std::string& name,
+                                std::uint64_t rows, std::uint64_t cols) {
+    if (!file.contains(name)) throw layer_error(file, function, name, "missing");
+    const SafetensorsTensor t = file.tensor(name);
+    if (!is_float_dtype(t.dtype))
+        throw layer_error(file, function, name, "is " + std::string(dtype_name(t.dtype)) + ", not F32, F16 or BF16");
+    if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+        throw layer_error(file, function, name, "has shape " + shape_text(t.shape) + ", expected [" +
+                                                    std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    RowMatrixXf matrix(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+    convert_to_float(t.dtype, t.bytes.data(), static_cast<std::size_t>(matrix.size()), matrix.data());
+    return matrix;
+}
+
+/// The optional bias P.bias [out] (F32/F16/BF16).
+inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, std::string_view function,
+                                                  const std::string& name, std::uint64_t out) {
+    if (!file.contains(name)) return std::nullopt;
+    const SafetensorsTensor t = file.tensor(name);
+    if (!is_float_dtype(t.dtype) || t.shape.size() != 1 || t.shape[0] != out)
+        throw layer_error(file, function, name, "is " + std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) +
+                                                    ", expected F32, F16 or BF16 [" + std::to_string(out) + "]");
+    Eigen::VectorXf bias(static_cast<Eigen::Index>(out));
+    convert_to_float(t.dtype, t.bytes.data(), static_cast<std::size_t>(out), bias.data());
+    return bias;
+}
+
+}  // namespace io_detail
+
+/// Loads the quantized linear layer `prefix` (tensors prefix.weight, .scales, .biases, optional .bias;
+/// layout at the top of this file) with the given format. Throws std::invalid_argument naming the file
+/// and tensor for a missing tensor, a wrong dtype, shapes that do not fit group_size and bits, or an
+/// unsupported format.
+inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size, int bits) {
+    constexpr std::string_view function = "load_mlx_linear";
+    const std::string base(prefix);
+    const std::string weight_name = base + ".weight";
+    if (!file.contains(weight_name)) throw io_detail::layer_error(file, function, weight_name, "missing");
+    const SafetensorsTensor weight = file.tensor(weight_name);
+    if (weight.dtype != Dtype::u32 || weight.shape.size() != 2)
+        throw io_detail::layer_error(file, function, weight_name,
+                                     "is " + std::string(dtype_name(weight.dtype)) + " " +
+                                         io_detail::shape_text(weight.shape) + ", a quantized weight is U32 [out, in*bits/32]");
+    return dispatch_quantization(group_size, bits, [&]<class Layer>(std::type_identity<Layer>) -> AnyQuantizedLinear {
+        using Matrix = typename Layer::Matrix;
+        const std::uint64_t out = weight.shape[0], words = weight.shape[1];
+        const std::uint64_t in = words * 32 / static_cast<std::uint64_t>(bits);
+        if (out == 0 || words == 0 || (words * 32) % static_cast<std::uint64_t>(bits) != 0 ||
+            in % static_cast<std::uint64_t>(group_size) != 0)
+            throw io_detail::layer_error(file, function, weight_name,
+                                         "shape " + io_detail::shape_text(weight.shape) + " is not a non-empty " +
+                                             std::to_string(bits) + "-bit weight with group size " +
+                                             std::to_string(group_size));
+        const std::uint64_t groups = in / static_cast<std::uint64_t>(group_size);
+        Matrix matrix;
+        matrix.codes.resize(static_cast<Eigen::Index>(out), static_cast<Eigen::Index>(words));
+        std::memcpy(matrix.codes.data(), weight.bytes.data(), weight.bytes.size());
+        matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
+        matrix.biases = io_detail::float_tensor(file, function, base + ".biases", out, groups);
+        return AnyQuantizedLinear(Layer(std::move(matrix), io_detail::bias_tensor(file, function, base + ".bias", out)));
+    });
+}
+
+/// Loads layer `prefix` with the format `config` gives it. Throws std::invalid_argument when config
+/// says the layer is not quantized (load it with load_linear) or as load_mlx_linear above.
+inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix,
+                                          const MlxQuantization& config) {
+    const auto format = config.for_layer(prefix);
+    if (!format)
+        throw std::invalid_argument("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
+                                    " is not quantized in the config; load it with load_linear");
+    return load_mlx_linear(file, prefix, format->group_size, format->bits);
+}
+
+/// Loads the float linear layer `prefix` (prefix.weight F32/F16/BF16 [out, in], optional prefix.bias
+/// [out]). Throws std::invalid_argument naming the file and tensor when one is missing or malformed.
+inline Linear load_linear(const SafetensorsFile& file, std::string_view prefix) {
+    constexpr std::string_view function = "load_linear";
+    const std::string base(prefix);
+    const std::string weight_name = base + ".weight";
+    if (!file.contains(weight_name)) throw io_detail::layer_error(file, function, weight_name, "missing");
+    const SafetensorsTensor weight = file.tensor(weight_name);
+    if (!is_float_dtype(weight.dtype) || weight.shape.size() != 2)
+        throw io_detail::layer_error(file, function, weight_name,
+                                     "is " + std::string(dtype_name(weight.dtype)) + " " +
+                                         io_detail::shape_text(weight.shape) + ", a float weight is F32, F16 or BF16 [out, in]");
+    Linear linear;
+    linear.weight = io_detail::float_tensor(file, function, weight_name, weight.shape[0], weight.shape[1]);
+    linear.bias = io_detail::bias_tensor(file, function, base + ".bias", weight.shape[0]);
+    return linear;
+}
+
+/// Adds layer `prefix` to `writer` in MLX's layout: prefix.weight (U32 codes), prefix.scales and
+/// prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even), prefix.bias in `dtype` when the
+/// layer has one. Throws std::invalid_argument for another dtype or a name already added.
+template <int GroupSize, int Bits>
+void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const QuantizedLinear<GroupSize, Bits>& layer,
+                     Dtype dtype = Dtype::f32) {
+    if (!is_float_dtype(dtype))
+        throw std::invalid_argument("lowbit::save_mlx_linear: layer " + io_detail::quoted(prefix) + ": scales are " +
+                                    "written as F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
+    const std::string base(prefix);
+    writer.add(base + ".weight", layer.weight().codes);
+    writer.add(base + ".scales", layer.weight().scales, dtype);
+    writer.add(base + ".biases", layer.weight().biases, dtype);
+    if (layer.bias()) writer.add(base + ".bias", *layer.bias(), dtype);
+}
+
+/// save_mlx_linear for a layer whose format is known at run time.
+inline void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const AnyQuantizedLinear& layer,
+                            Dtype dtype = Dtype::f32) {
+    std::visit([&](const auto& typed) { save_mlx_linear(writer, prefix, typed, dtype); }, layer.variant());
+}
+
+/// Adds a float layer: prefix.weight [out, in] and prefix.bias [out] (if any) in `dtype`.
+inline void save_linear(SafetensorsWriter& writer, std::string_view prefix, const Linear& layer, Dtype dtype = Dtype::f32) {
+    const std::string base(prefix);
+    writer.add(base + ".weight", layer.weight, dtype);
+    if (layer.bias) writer.add(base + ".bias", *layer.bias, dtype);
+}
+
+LOWBIT_END_NAMESPACE

@@ -1,0 +1,374 @@
+// GgufFile: metadata of every value type, tensor infos, F32/F16/BF16 and Q4_0/Q4_1/Q8_0 conversion equal
+// to ggml's dequantization bit for bit (the worked example N12.a and random blocks), the exact
+// QuantizedMatrix mapping of N12.3, and every malformed-file fault of issue 10.
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <lowbit/io.hpp>
+
+#include "io/io_support.hpp"
+#include "support/random.hpp"
+
+namespace {
+
+using Catch::Matchers::ContainsSubstring;
+using lowbit::GgmlType;
+using lowbit::GgufFile;
+using lowbit::RowMatrixXf;
+using lowbit::test::ByteWriter;
+using lowbit::test::GgufBuilder;
+
+constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q8_0 = 8, q4_k = 12;
+
+std::uint32_t bits_of(float value) { return std::bit_cast<std::uint32_t>(value); }
+
+/// A random finite f16 bit pattern of either sign, from subnormal to about 2^4.
+std::uint16_t random_f16(std::mt19937_64& rng) {
+    std::uniform_int_distribution<int> exponent(0, 19), mantissa(0, 1023), sign(0, 1);
+    return static_cast<std::uint16_t>((sign(rng) << 15) | (exponent(rng) << 10) | mantissa(rng));
+}
+
+/// `blocks` random blocks of a Q4_0 / Q4_1 / Q8_0 type.
+std::vector<std::byte> random_blocks(std::mt19937_64& rng, std::uint32_t type, std::size_t blocks) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    ByteWriter w;
+    for (std::size_t b = 0; b < blocks; ++b) {
+        w.put<std::uint16_t>(random_f16(rng));
+        if (type == q4_1) w.put<std::uint16_t>(random_f16(rng));
+        const int count = type == q8_0 ? 32 : 16;
+        for (int j = 0; j < count; ++j) w.put<std::uint8_t>(static_cast<std::uint8_t>(byte(rng)));
+    }
+    return w.bytes;
+}
+
+/// ggml's dequantize_row_q4_0 / q4_1 / q8_0, written out independently of lowbit's decoder.
+std::vector<float> ggml_reference(std::uint32_t type, const std::vector<std::byte>& bytes) {
+    std::vector<float> out;
+    const std::size_t block_bytes = type == q4_0 ? 18 : type == q4_1 ? 20 : 34;
+    for (std::size_t offset = 0; offset < bytes.size(); offset += block_bytes) {
+        const std::byte* block = bytes.data() + offset;
+        std::uint16_t d_bits = 0, m_bits = 0;
+        std::memcpy(&d_bits, block, 2);
+        const float d = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(d_bits));
+        if (type == q8_0) {
+            for (int j = 0; j < 32; ++j) out.push_back(static_cast<float>(static_cast<std::int8_t>(block[2 + j])) * d);
+            continue;
+        }
+        std::memcpy(&m_bits, block + 2, 2);
+        const float m = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(m_bits));
+        const std::byte* qs = block + (type == q4_1 ? 4 : 2);
+        std::vector<float> values(32);
+        for (int j = 0; j < 16; ++j) {
+            const int lo = static_cast<int>(qs[j]) & 0x0f, hi = static_cast<int>(qs[j]) >> 4;
+            values[j] = type == q4_0 ? static_cast<float>(lo - 8) * d : static_cast<float>(lo) * d + m;
+            values[j + 16] = type == q4_0 ? static_cast<float>(hi - 8) * d : static_cast<float>(hi) * d + m;
+        }
+        out.insert(out.end(), values.begin(), values.end());
+    }
+    return out;
+}
+
+void check_rejected(const std::vector<std::byte>& bytes, const std::vector<std::string>& parts) {
+    lowbit::test::TempDir dir;
+    lowbit::test::write_file(dir / "bad.gguf", bytes);
+    try {
+        (void)GgufFile::open(dir / "bad.gguf");
+        FAIL("no exception");
+    } catch (const std::invalid_argument& e) {
+        const std::string message = e.what();
+        INFO(message);
+        CHECK_THAT(message, ContainsSubstring("bad.gguf"));
+        for (const auto& part : parts) CHECK_THAT(message, ContainsSubstring(part));
+    }
+}
+
+std::vector<std::byte> f32_bytes(const std::vector<float>& values) {
+    std::vector<std::byte> bytes(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF metadata of every value type, arrays included", "[io]") {
+    ByteWriter strings;
+    strings.put<std::uint32_t>(8).put<std::uint64_t>(3).put_string("a").put_string("").put_string("ccc");
+    ByteWriter nested;  // [[1, 2], [3]] of uint16
+    nested.put<std::uint32_t>(9).put<std::uint64_t>(2);
+    nested.put<std::uint32_t>(2).put<std::uint64_t>(2).put<std::uint16_t>(1).put<std::uint16_t>(2);
+    nested.put<std::uint32_t>(2).put<std::uint64_t>(1).put<std::uint16_t>(3);
+    const auto bytes = GgufBuilder{}
+                           .kv_scalar<std::uint8_t>("u8", 0, 200)
+                           .kv_scalar<std::int8_t>("i8", 1, -100)
+                           .kv_scalar<std::uint16_t>("u16", 2, 60000)
+                           .kv_scalar<std::int16_t>("i16", 3, -30000)
+                           .kv_scalar<std::uint32_t>("u32", 4, 4000000000u)
+                           .kv_scalar<std::int32_t>("i32", 5, -2000000000)
+                           .kv_scalar<float>("f32", 6, 0.25f)
+                           .kv_scalar<std::uint8_t>("bool", 7, 1)
+                           .kv_string("general.name", "SmolTest")
+                           .kv("strings", 9, strings.bytes)
+                           .kv("nested", 9, nested.bytes)
+                           .kv_scalar<std::uint64_t>("u64", 10, 1ull << 63)
+                           .kv_scalar<std::int64_t>("i64", 11, -(1ll << 62))
+                           .kv_scalar<double>("f64", 12, -1.5)
+                           .build();
+    const auto file = GgufFile::from_bytes(bytes);
+    const auto& m = file.metadata();
+    CHECK(file.version() == 3);
+    CHECK(file.alignment() == 32);
+    CHECK(m.size() == 14);
+    CHECK(m.at("u8").as_uint() == 200);
+    CHECK(m.at("i8").as_int() == -100);
+    CHECK(m.at("u16").as_uint() == 60000);
+    CHECK(m.at("i16").as_int() == -30000);
+    CHECK(m.at("u32").as_uint() == 4000000000u);
+    CHECK(m.at("u32").type() == lowbit::GgufType::uint32);
+    CHECK(m.at("i32").as_int() == -2000000000);
+    CHECK(m.at("f32").as_double() == 0.25);
+    CHECK(m.at("bool").as_bool());
+    CHECK(m.at("general.name").as_string() == "SmolTest");
+    const auto& list = m.at("strings").as_array();
+    REQUIRE(list.size() == 3);
+    CHECK(m.at("strings").element_type() == lowbit::GgufType::string);
+    CHECK(list[2].as_string() == "ccc");
+    CHECK(m.at("nested").as_array()[0].as_array()[1].as_uint() == 2);
+    CHECK(m.at("nested").as_array()[1].as_array()[0].as_uint() == 3);
+    CHECK(m.at("u64").as_uint() == (1ull << 63));
+    CHECK(m.at("i64").as_int() == -(1ll << 62));
+    CHECK(m.at("f64").as_double() == -1.5);
+    CHECK(m.at("strings").to_string() == "['a', '', 'ccc']");
+    CHECK_THROWS_AS(m.at("i8").as_uint(), std::invalid_argument);
+    CHECK_THROWS_AS(m.at("u64").as_int(), std::invalid_argument);
+    CHECK_THROWS_AS(m.at("general.name").as_double(), std::invalid_argument);
+    CHECK(file.tensor_names().empty());
+}
+
+TEST_CASE("GGUF float tensors: dims innermost first, rows = ne[1] * ne[2]", "[io]") {
+    std::vector<float> values(4 * 3 * 2);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 7.5f;
+    ByteWriter f16, bf16;
+    for (const float v : values) {
+        f16.put<std::uint16_t>(lowbit::io_detail::float_to_f16(v));
+        bf16.put<std::uint16_t>(lowbit::io_detail::float_to_bf16(v));
+    }
+    const auto bytes = GgufBuilder{}
+                           .kv_scalar<std::uint32_t>("general.alignment", 4, 64)
+                           .tensor("t.f32", {4, 3, 2}, 0, f32_bytes(values))
+                           .tensor("t.f16", {4, 6}, 1, f16.bytes)
+                           .tensor("t.bf16", {24}, 30, bf16.bytes)
+                           .alignment(64)
+                           .build();
+    const auto file = GgufFile::from_bytes(bytes);
+    CHECK(file.alignment() == 64);
+    CHECK(file.tensor_names() == std::vector<std::string>{"t.f32", "t.f16", "t.bf16"});
+    CHECK(file.tensor_type("t.f16") == GgmlType::f16);
+    CHECK(file.tensor_info("t.f32").dims == std::vector<std::uint64_t>{4, 3, 2});
+    CHECK(file.tensor_info("t.f16").offset % 64 == 0);
+    const RowMatrixXf f32 = file.to_matrix("t.f32");
+    REQUIRE(f32.rows() == 6);
+    REQUIRE(f32.cols() == 4);
+    CHECK(f32(1, 2) == values[1 * 4 + 2]);
+    CHECK(file.to_matrix("t.f16") == f32);
+    const RowMatrixXf b = file.to_matrix("t.bf16");
+    CHECK(b.rows() == 1);
+    CHECK(Eigen::Map<const RowMatrixXf>(b.data(), 6, 4) == f32);
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("t.f32")), ContainsSubstring("'t.f32'") && ContainsSubstring("f32"));
+}
+
+TEST_CASE("GGUF Q4_0 block of N12.a dequantizes to ggml's values and maps exactly onto N9", "[io]") {
+    ByteWriter block;
+    block.put<std::uint16_t>(0x3800);  // d = 0.5
+    for (const int b : {0x80, 0x91, 0x91, 0xa2, 0xa2, 0xb3, 0xb3, 0xc4, 0xc4, 0xd5, 0xd5, 0xe6, 0xe6, 0xf7, 0xf7, 0xf8})
+        block.put<std::uint8_t>(static_cast<std::uint8_t>(b));
+    const auto bytes = GgufBuilder{}.tensor("w", {32}, q4_0, block.bytes).build();
+    const auto file = GgufFile::from_bytes(bytes);
+    const RowMatrixXf w = file.to_matrix("w");
+    const std::vector<int> codes{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8,
+                                 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 15};
+    for (int j = 0; j < 32; ++j) CHECK(w(0, j) == static_cast<float>(codes[static_cast<std::size_t>(j)] - 8) * 0.5f);
+    CHECK(w(0, 0) == -4.0f);
+    CHECK(w(0, 31) == 3.5f);
+    const auto q = file.to_quantized<32, 4>("w");
+    CHECK(q.scales(0, 0) == 0.5f);
+    CHECK(q.biases(0, 0) == -4.0f);
+    CHECK(lowbit::dequantize(q) == w);
+}
+
+TEST_CASE("GGUF Q4_0 / Q4_1 / Q8_0: to_matrix equals ggml bit for bit, to_quantized dequantizes to it", "[io]") {
+    auto rng = lowbit::test::make_rng(606);
+    for (const std::uint32_t type : {q4_0, q4_1, q8_0}) {
+        INFO("ggml type " << type);
+        constexpr std::size_t rows = 7, cols = 96;
+        const auto data = random_blocks(rng, type, rows * cols / 32);
+        const auto bytes = GgufBuilder{}.tensor("blk.0.w", {cols, rows}, type, data).build();
+        const auto file = GgufFile::from_bytes(bytes);
+        const RowMatrixXf w = file.to_matrix("blk.0.w");
+        const auto expected = ggml_reference(type, data);
+        REQUIRE(static_cast<std::size_t>(w.size()) == expected.size());
+        for (std::size_t i = 0; i < expected.size(); ++i) {
+            INFO("element " << i);
+            REQUIRE(bits_of(w.data()[i]) == bits_of(expected[i]));
+        }
+        const RowMatrixXf from_quantized = type == q8_0 ? lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"))
+                                                        : lowbit::dequantize(file.to_quantized<32, 4>("blk.0.w"));
+        const RowMatrixXf widened = lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"));
+        for (Eigen::Index i = 0; i < w.size(); ++i) {
+            INFO("element " << i);
+            REQUIRE(from_quantized.data()[i] == w.data()[i]);
+            REQUIRE(widened.data()[i] == w.data()[i]);
+            // Bit for bit, except a Q4_0 / Q8_0 zero whose sign ggml makes negative (gguf_blocks.hpp).
+            if (type == q4_1 || w.data()[i] != 0.0f) REQUIRE(bits_of(from_quantized.data()[i]) == bits_of(w.data()[i]));
+        }
+        // A threaded-size matrix goes the same way (the conversion splits rows across threads).
+        const auto big_data = random_blocks(rng, type, 512 * 256 / 32);
+        const auto big = GgufBuilder{}.tensor("big", {256, 512}, type, big_data).build();
+        const auto big_file = GgufFile::from_bytes(big);
+        const auto big_expected = ggml_reference(type, big_data);
+        const RowMatrixXf big_w = big_file.to_matrix("big");
+        CHECK(std::memcmp(big_w.data(), big_expected.data(), big_expected.size() * 4) == 0);
+    }
+}
+
+TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and type", "[io]") {
+    ByteWriter inf_block;
+    inf_block.put<std::uint16_t>(0x7c00);  // d = +Inf
+    for (int j = 0; j < 16; ++j) inf_block.put<std::uint8_t>(0x88);
+    const auto bytes = GgufBuilder{}
+                           .tensor("inf", {32}, q4_0, inf_block.bytes)
+                           .tensor("k", {256}, q4_k, std::vector<std::byte>(144))
+                           .tensor("q8", {32}, q8_0, std::vector<std::byte>(34))
+                           .build();
+    const auto file = GgufFile::from_bytes(bytes);
+    CHECK(std::isnan(file.to_matrix("inf")(0, 0)));  // ggml: 0 * Inf
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("inf")), ContainsSubstring("'inf'") && ContainsSubstring("block 0"));
+    CHECK(file.tensor_type("k") == GgmlType::q4_k);
+    CHECK(lowbit::ggml_type_name(file.tensor_type("k")) == "q4_K");
+    CHECK_THROWS_WITH(file.to_matrix("k"), ContainsSubstring("'k'") && ContainsSubstring("q4_K"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("k")), ContainsSubstring("q4_K"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("q8")), ContainsSubstring("Bits = 8"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 2>("inf")), ContainsSubstring("Bits >= 4"));
+    CHECK_THROWS_WITH(file.to_matrix("none"), ContainsSubstring("'none'"));
+}
+
+TEST_CASE("GgufFile rejects each malformed file, naming file, tensor or key and the fault", "[io]") {
+    const auto one_tensor = [](std::vector<std::uint64_t> dims, std::uint32_t type, std::size_t size,
+                               std::int64_t offset = -1) {
+        return GgufBuilder{}.tensor("w", std::move(dims), type, std::vector<std::byte>(size), offset).build();
+    };
+    SECTION("a good file opens") { CHECK_NOTHROW(GgufFile::from_bytes(one_tensor({32, 2}, q4_0, 36))); }
+    SECTION("bad magic") {
+        auto bytes = one_tensor({32}, q4_0, 18);
+        bytes[0] = std::byte{'X'};
+        check_rejected(bytes, {"magic"});
+    }
+    SECTION("bad version") {
+        check_rejected(GgufBuilder{}.build(1), {"version 1"});
+        check_rejected(GgufBuilder{}.build(4), {"version 4"});
+    }
+    SECTION("counts that cannot fit") {
+        auto bytes = one_tensor({32}, q4_0, 18);
+        const std::uint64_t huge = 1ull << 60;
+        auto kv = bytes;
+        std::memcpy(kv.data() + 16, &huge, 8);
+        check_rejected(kv, {"metadata count"});
+        auto tensors = bytes;
+        std::memcpy(tensors.data() + 8, &huge, 8);
+        check_rejected(tensors, {"tensor count"});
+    }
+    SECTION("a string length beyond the file") {
+        ByteWriter w;
+        w.put<std::uint64_t>(1000).put<std::uint8_t>('x');
+        check_rejected(GgufBuilder{}.kv("name", 8, w.bytes).build(), {"'name'", "length 1000"});
+        auto bytes = GgufBuilder{}.kv_string("k", "v").build();
+        const std::uint64_t huge = ~0ull;
+        std::memcpy(bytes.data() + 24, &huge, 8);  // the key's own length
+        check_rejected(bytes, {"metadata key 0", "length"});
+    }
+    SECTION("bad values") {
+        check_rejected(GgufBuilder{}.kv("t", 13, {}).build(), {"'t'", "value type 13"});
+        check_rejected(GgufBuilder{}.kv_scalar<std::uint8_t>("flag", 7, 2).build(), {"'flag'", "bool"});
+        ByteWriter array;
+        array.put<std::uint32_t>(4).put<std::uint64_t>(1ull << 40);
+        check_rejected(GgufBuilder{}.kv("arr", 9, array.bytes).build(), {"'arr'", "array count"});
+        ByteWriter bad_element;
+        bad_element.put<std::uint32_t>(99).put<std::uint64_t>(1);
+        check_rejected(GgufBuilder{}.kv("arr", 9, bad_element.bytes).build(), {"'arr'", "element type 99"});
+        ByteWriter deep;
+        for (int i = 0; i < 12; ++i) deep.put<std::uint32_t>(9).put<std::uint64_t>(1);
+        deep.put<std::uint32_t>(0).put<std::uint64_t>(0);
+        check_rejected(GgufBuilder{}.kv("deep", 9, deep.bytes).build(), {"'deep'", "nested"});
+        check_rejected(GgufBuilder{}.kv_scalar<std::uint8_t>("a", 0, 1).kv_scalar<std::uint8_t>("a", 0, 2).build(),
+                       {"'a'", "twice"});
+        check_rejected(GgufBuilder{}.kv_scalar<std::uint64_t>("general.alignment", 10, 32).build(), {"alignment"});
+        check_rejected(GgufBuilder{}.kv_scalar<std::uint32_t>("general.alignment", 4, 48).build(), {"48"});
+    }
+    SECTION("truncated inside the header") {
+        auto bytes = GgufBuilder{}.kv_scalar<std::uint64_t>("n", 10, 5).build();
+        bytes.resize(24 + 8 + 1 + 4 + 5);  // 3 bytes of the value missing
+        check_rejected(bytes, {"truncated"});
+    }
+    SECTION("bad tensor infos") {
+        check_rejected(one_tensor({32, 1, 1, 1, 1}, q4_0, 18), {"'w'", "n_dims = 5"});
+        check_rejected(one_tensor({32}, 4, 18), {"'w'", "unknown ggml type id 4"});
+        check_rejected(one_tensor({32}, 77, 18), {"'w'", "77"});
+        check_rejected(one_tensor({48, 2}, q4_0, 36), {"'w'", "ne[0] = 48", "block size 32"});
+        check_rejected(one_tensor({1ull << 32, 1ull << 32}, 0, 0), {"'w'", "overflows"});
+        check_rejected(one_tensor({1ull << 63}, 0, 0), {"'w'", "overflows"});
+        check_rejected(one_tensor({32}, q4_0, 18, 16), {"'w'", "offset 16", "alignment"});
+        auto beyond = one_tensor({32}, q4_0, 18, 64);
+        beyond.resize(beyond.size() - 40);
+        check_rejected(beyond, {"'w'", "outside the data section"});
+        check_rejected(GgufBuilder{}
+                           .tensor("w", {8}, 0, std::vector<std::byte>(32))
+                           .tensor("w", {8}, 0, std::vector<std::byte>(32))
+                           .build(),
+                       {"'w'", "twice"});
+    }
+    SECTION("a truncated data section") {
+        auto bytes = one_tensor({64, 4}, q8_0, 8 * 34);  // 272 bytes of data, padded to 288
+        bytes.resize(bytes.size() - 17);
+        check_rejected(bytes, {"'w'", "outside the data section"});
+    }
+    SECTION("overlapping tensors") {
+        const auto bytes = GgufBuilder{}
+                               .tensor("a", {32, 4}, q4_0, std::vector<std::byte>(72))
+                               .tensor("b", {32}, q4_0, std::vector<std::byte>(18), 64)
+                               .build();
+        check_rejected(bytes, {"'b'", "overlap", "'a'"});
+    }
+}
+
+TEST_CASE("GGUF with the data section past the end: zero-byte tensors still view bytes of the file", "[io]") {
+    const auto bytes = GgufBuilder{}
+                           .kv_scalar<std::uint32_t>("general.alignment", 4, 1u << 28)
+                           .tensor("empty", {0}, 0, {})
+                           .build();
+    const auto file = GgufFile::from_bytes(bytes);
+    CHECK(file.tensor_bytes("empty").data() == bytes.data() + bytes.size());
+    CHECK(file.to_matrix("empty").size() == 0);
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("empty")), ContainsSubstring("f32"));
+    const auto with_data = GgufBuilder{}
+                               .kv_scalar<std::uint32_t>("general.alignment", 4, 1u << 28)
+                               .tensor("w", {8}, 0, std::vector<std::byte>(32))
+                               .build();
+    CHECK_THROWS_WITH(GgufFile::from_bytes(with_data), ContainsSubstring("'w'") && ContainsSubstring("outside"));
+}
+
+TEST_CASE("GgufFile::open of a missing file is a runtime_error naming it", "[io]") {
+    lowbit::test::TempDir dir;
+    CHECK_THROWS_AS(GgufFile::open(dir / "missing.gguf"), std::runtime_error);
+    CHECK_THROWS_WITH(GgufFile::open(dir / "missing.gguf"), ContainsSubstring("missing.gguf"));
+    lowbit::test::write_file(dir / "empty.gguf", {});
+    CHECK_THROWS_WITH(GgufFile::open(dir / "empty.gguf"), ContainsSubstring("truncated"));
+}
