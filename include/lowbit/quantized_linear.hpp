@@ -1,5 +1,5 @@
 // Linear, QuantizedLinear and quantized_matmul: an MLX-format quantized linear layer for Eigen users
-// (docs/numerics.md N9 and N10).
+// (docs/numerics.md N9, N10 and, for Activations::int8, N11).
 //
 // Shapes follow MLX's QuantizedLinear: weight [out, in] (quantized along `in` in groups), input
 // [M, in] or a tensor [..., in], output [M, out] or [..., out]. `biases` (per-group offsets inside the
@@ -19,6 +19,7 @@
 
 #include <Eigen/Core>
 
+#include "activations.hpp"
 #include "detail/dispatch/mlx_affine.hpp"
 #include "quantized_matrix.hpp"
 
@@ -66,7 +67,8 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
 /// The public quantized_matmul with errors naming `function`.
 template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q) {
+                                   const QuantizedMatrix<GroupSize, Bits>& q,
+                                   Activations activations = Activations::f32) {
     q.check_shapes(function);
     const RowMatrixRef input(x.derived());
     if (input.rows() == 0 || input.cols() == 0)
@@ -77,6 +79,19 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                     " but the quantized matrix is " + shape_text(q.rows(), q.cols()) +
                                     " (x's last dimension must be " + std::to_string(q.cols()) + ")");
     RowMatrixXf out(input.rows(), q.rows());
+    if (activations == Activations::int8) {
+        // N11 quantizes x by its group maxima: a NaN or Inf has no int8 code (the f32 path propagates it).
+        if (!input.allFinite()) {
+            for (Eigen::Index r = 0; r < input.rows(); ++r)
+                for (Eigen::Index c = 0; c < input.cols(); ++c)
+                    if (!std::isfinite(input(r, c)))
+                        throw std::invalid_argument(std::string(function) + ": x(" + std::to_string(r) + ", " +
+                                                    std::to_string(c) + ") = " + float_text(input(r, c)) +
+                                                    " is not finite (Activations::int8 needs finite x)");
+        }
+        quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
+        return out;
+    }
     quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
     return out;
 }
@@ -92,6 +107,18 @@ template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
     return detail::quantized_matmul_named("lowbit::quantized_matmul", x, q);
+}
+
+/// quantized_matmul(x, q) with the activations chosen: Activations::f32 is exactly the two-argument
+/// form; Activations::int8 quantizes x per row and weight group to int8 and sums codes in int32
+/// (docs/numerics.md N11: per output within sum_g |s| * (a / 2) * sum_{k in g} q of the f32 result,
+/// plus float rounding). Throws as the two-argument form, and for int8 also for a NaN or Inf in x
+/// (naming its row and column).
+template <class Derived, int GroupSize, int Bits>
+RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q,
+                             Activations activations) {
+    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
+    return detail::quantized_matmul_named("lowbit::quantized_matmul", x, q, activations);
 }
 
 /// A float linear layer: forward(x) = x * weight^T + bias, weight [out, in], bias [out].
@@ -168,20 +195,29 @@ public:
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,
                       "lowbit::QuantizedLinear::forward takes a float x");
-        RowMatrixXf out = detail::quantized_matmul_named("lowbit::QuantizedLinear::forward", x, weight_);
+        return forward(x, Activations::f32);
+    }
+
+    /// forward(x) with the activations chosen (see quantized_matmul(x, q, activations)); f32 is forward(x).
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x, Activations activations) const {
+        static_assert(std::is_same_v<typename Derived::Scalar, float>,
+                      "lowbit::QuantizedLinear::forward takes a float x");
+        RowMatrixXf out = detail::quantized_matmul_named("lowbit::QuantizedLinear::forward", x, weight_, activations);
         if (bias_) out.rowwise() += bias_->transpose();
         return out;
     }
 
     /// x [..., in] -> [..., out], same layout (ColMajor or RowMajor) as x.
     template <int Rank, int Options, class IndexType>
-    Eigen::Tensor<float, Rank, Options, IndexType> forward(const Eigen::Tensor<float, Rank, Options, IndexType>& x) const {
+    Eigen::Tensor<float, Rank, Options, IndexType> forward(const Eigen::Tensor<float, Rank, Options, IndexType>& x,
+                                                           Activations activations = Activations::f32) const {
         static_assert(Rank >= 1, "lowbit::QuantizedLinear::forward needs a tensor of rank >= 1");
         if (static_cast<Eigen::Index>(x.dimension(Rank - 1)) != input_dims())
             throw std::invalid_argument("lowbit::QuantizedLinear::forward: the tensor's last dimension is " +
                                         std::to_string(x.dimension(Rank - 1)) + ", expected in = " +
                                         std::to_string(input_dims()));
-        return detail::matrix_as_tensor(forward(detail::tensor_as_matrix(x)), x);
+        return detail::matrix_as_tensor(forward(detail::tensor_as_matrix(x), activations), x);
     }
 
     const Matrix& weight() const { return weight_; }

@@ -2,6 +2,7 @@
 // kernel and never the scalar reference; in a LOWBIT_FORCE_SCALAR build, the reference. Without this a
 // dispatch mistake would pass every numeric test (the reference gives the right answers too).
 // lowbit-tests is compiled with LOWBIT_RECORD_KERNEL_PATHS (tests/CMakeLists.txt).
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -64,4 +65,26 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
     (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), lowbit::quantize<64, 3>(w));
     check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 1, 3-bit)");
     CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemv) == 0u);
+}
+
+TEST_CASE("the int8-activation matmul ran its SIMD kernel where the build has one", "[kernels][paths][int8]") {
+    // AVX-512 VNNI+BW or AVX2+FMA targets have int8 kernels (detail/arch/x86_int8.hpp); elsewhere, and in
+    // a LOWBIT_FORCE_SCALAR build, the reference runs.
+    constexpr bool int8_simd = !std::is_same_v<lowbit::detail::dispatch_int8_ops, void>;
+#if defined(LOWBIT_FORCE_SCALAR)
+    static_assert(!int8_simd);
+#elif defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    static_assert(std::is_same_v<lowbit::detail::dispatch_int8_ops, lowbit::detail::simd::int8::avx512_vnni>);
+#elif defined(__AVX2__) && defined(__FMA__)
+    static_assert(std::is_same_v<lowbit::detail::dispatch_int8_ops, lowbit::detail::simd::int8::avx2>);
+#endif
+    const unsigned expected = path_bit(int8_simd ? KernelPath::simd : KernelPath::reference);
+    const lowbit::RowMatrixXf w = lowbit::RowMatrixXf::Random(24, 128);
+    lowbit::detail::reset_recorded_paths();
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), lowbit::quantize<64, 4>(w), lowbit::Activations::int8);
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(7, 128), lowbit::quantize<64, 3>(w), lowbit::Activations::int8);
+    CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_i8_gemv) == expected);
+    CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_i8_gemm) == expected);
+    CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemv) == 0u);  // no f32 kernel ran
+    CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemm) == 0u);
 }

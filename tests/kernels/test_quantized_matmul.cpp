@@ -29,23 +29,13 @@ namespace kernels = lowbit::detail::kernels;
 
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
-/// Weights with a random offset per row, so single-sign groups (positive and negative scales) occur.
-RowMatrixXf random_weights(std::mt19937_64& rng, Index rows, Index cols) {
-    std::uniform_real_distribution<float> offset(-1.5f, 1.5f), value(-1.0f, 1.0f);
-    RowMatrixXf w(rows, cols);
-    for (Index r = 0; r < rows; ++r) {
-        const float shift = r % 3 == 0 ? 0.0f : offset(rng);
-        for (Index c = 0; c < cols; ++c) w(r, c) = value(rng) + shift;
-    }
-    return w;
-}
 
 template <int GroupSize, int Bits>
 class Problem {
 public:
     Problem(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding)
         : M_(M), N_(N), K_(K), x_stride_(K + x_padding), out_stride_(N + out_padding),
-          q_(lowbit::quantize<GroupSize, Bits>(random_weights(rng, N, K))) {
+          q_(lowbit::quantize<GroupSize, Bits>(lowbit::test::random_weights(rng, N, K))) {
         const auto values = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * x_stride_), -1.0f, 1.0f);
         x_ = values;
         const RowMatrixXf w = lowbit::dequantize(q_);

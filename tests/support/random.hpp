@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include <catch2/catch_get_random_seed.hpp>
 #include <catch2/catch_message.hpp>
 
@@ -27,6 +29,20 @@ inline std::vector<float> uniform_floats(std::mt19937_64& rng, std::size_t count
     std::vector<float> values(count);
     for (auto& value : values) value = distribution(rng);
     return values;
+}
+
+/// A weight matrix [rows, cols] uniform in [-1, 1) plus a random offset in [-1.5, 1.5) on two rows of
+/// every three, so single-sign groups (positive and negative MLX scales) occur.
+inline Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> random_weights(std::mt19937_64& rng,
+                                                                                          Eigen::Index rows,
+                                                                                          Eigen::Index cols) {
+    std::uniform_real_distribution<float> offset(-1.5f, 1.5f), value(-1.0f, 1.0f);
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> w(rows, cols);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+        const float shift = r % 3 == 0 ? 0.0f : offset(rng);
+        for (Eigen::Index c = 0; c < cols; ++c) w(r, c) = value(rng) + shift;
+    }
+    return w;
 }
 
 }  // namespace lowbit::test

@@ -23,6 +23,8 @@ enum class KernelOp : std::size_t {
     matmul_f32_gemv,  ///< M = 1 on MLX affine codes
     matmul_f32_gemm,  ///< M > 1, or a bit width without a GEMV kernel
     quantize_group,   ///< MLX affine quantization of one group
+    matmul_i8_gemv,   ///< Activations::int8, M = 1
+    matmul_i8_gemm,   ///< Activations::int8, M > 1
     count,
 };
 

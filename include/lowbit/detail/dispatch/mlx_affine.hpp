@@ -12,7 +12,9 @@
 #include "../../quantized_matrix.hpp"
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/matmul_driver.hpp"
+#include "../mlx_affine/int8_matmul_reference.hpp"
 #include "../mlx_affine/matmul_reference.hpp"
+#include "../mlx_affine/qgemv_i8.hpp"
 #include "../simd.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -50,6 +52,37 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
     } else {
         record(M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference);
         reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
+    }
+}
+
+/// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
+/// instruction set Ops of detail/arch/x86_int8.hpp (void: none, the reference runs). Every bit width
+/// has them (3, 5 and 6 bits unpack each row of codes to bytes first); one kernel serves every M
+/// (M = 1 is recorded as GEMV, M > 1 as GEMM).
+template <int GroupSize, int Bits, class Ops>
+struct MlxAffineI8Kernels {
+    static constexpr bool simd = !std::is_same_v<Ops, void>;
+    static constexpr bool gemv = simd;  ///< M = 1
+    static constexpr bool gemm = simd;  ///< M > 1
+};
+
+/// The integer instruction set the int8 kernel table is instantiated with (void when SIMD is off or
+/// the target has neither AVX-512 VNNI+BW nor AVX2+FMA).
+using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::available, simd::int8::best, void>;
+
+/// out = the int8-activation matmul (N11) of x and q on raw row-major storage; x must be finite
+/// (the caller checks). Threads inside.
+template <int GroupSize, int Bits>
+void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                           const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride) {
+    using table = MlxAffineI8Kernels<GroupSize, Bits, dispatch_int8_ops>;
+    const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
+    if constexpr (table::gemv && table::gemm) {
+        record(op, KernelPath::simd);
+        kernels::qgemm_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
+    } else {
+        record(op, KernelPath::reference);
+        reference::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
     }
 }
 

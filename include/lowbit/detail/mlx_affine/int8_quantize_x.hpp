@@ -1,0 +1,48 @@
+// Activation quantization of the int8 matmul path (docs/numerics.md N11), vectorized with xsimd and
+// run once per call: per row m and weight group g, a[m,g] = fl(max |x| / 127) and
+// xq = clamp(RNE(fl(x / a)), -127, 127) (0 where a = 0), bit-identical to
+// reference::quantize_activations_int8 (the same IEEE divisions and round-to-nearest-even).
+#pragma once
+
+#include "../config.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "../simd.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+/// One row x[0, K) (finite) to codes xq[0, K) and scales a[0, K / GroupSize).
+template <class Arch, int GroupSize>
+void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, float* a) {
+    using batch = xsimd::batch<float, Arch>;
+    constexpr Eigen::Index W = static_cast<Eigen::Index>(batch::size);
+    static_assert(GroupSize % W == 0, "quantize_activations_int8: GroupSize must be a multiple of the lanes");
+    alignas(64) std::int32_t codes[W];
+    for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
+        const float* group = x + g * GroupSize;
+        batch largest(0.0f);
+        for (Eigen::Index k = 0; k < GroupSize; k += W) largest = xsimd::max(largest, xsimd::abs(batch::load_unaligned(group + k)));
+        const float scale = simd::reduce_max(largest) / 127.0f;
+        a[g] = scale;
+        std::int8_t* out = xq + g * GroupSize;
+        if (!(scale > 0.0f)) {
+            std::fill(out, out + GroupSize, std::int8_t{0});
+            continue;
+        }
+        const batch divisor(scale), high(127.0f), low(-127.0f);
+        for (Eigen::Index k = 0; k < GroupSize; k += W) {
+            const batch code = xsimd::min(xsimd::max(simd::nearbyint(batch::load_unaligned(group + k) / divisor), low), high);
+            xsimd::batch_cast<std::int32_t>(code).store_aligned(codes);
+            for (Eigen::Index i = 0; i < W; ++i) out[k + i] = static_cast<std::int8_t>(codes[i]);
+        }
+    }
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

@@ -1,0 +1,286 @@
+// The int8-activation matmul (docs/numerics.md N11, Activations::int8): the SIMD kernels (this build's
+// detail::dispatch_int8_ops, qgemv_i8.hpp) against the scalar reference (int8_matmul_reference.hpp)
+// for every supported format, over M and N around the 4-row block and the ranges the driver slices,
+// K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks and chunk tails are
+// read), a large K, and odd strides; the vectorized activation quantizer against its reference; the
+// integer sums bit for bit (inputs whose float arithmetic is exact); all-zero groups; ties at .5; NaN
+// and Inf; and the documented bound of the int8 path against the f32 path.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <lowbit/inference.hpp>
+#include <lowbit/detail/mlx_affine/int8_matmul_reference.hpp>
+#include <lowbit/detail/mlx_affine/packing_reference.hpp>
+
+#include "support/random.hpp"
+#include "support/tolerance.hpp"
+
+namespace {
+
+using Eigen::Index;
+using lowbit::RowMatrixXf;
+namespace detail = lowbit::detail;
+
+constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
+
+
+/// Per output: sum_g (|p_g| + |b| sum|x|) (for int8_kernel_tolerance) and sum_g |s| a sum q (for the
+/// activation bound), from the reference quantizer.
+template <int GroupSize, int Bits>
+struct Terms {
+    std::vector<double> abs_terms, abs_quantization;
+    Terms(const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q) {
+        const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
+        abs_terms.assign(static_cast<std::size_t>(M * N), 0.0);
+        abs_quantization.assign(static_cast<std::size_t>(M * N), 0.0);
+        std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
+        std::vector<float> a(static_cast<std::size_t>(groups));
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+        for (Index m = 0; m < M; ++m) {
+            detail::reference::quantize_activations_int8<GroupSize>(x + m * x_stride, K, xq.data(), a.data());
+            for (Index n = 0; n < N; ++n) {
+                detail::reference::unpack_codes<Bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
+                double terms = 0.0, quantization = 0.0;
+                for (Index g = 0; g < groups; ++g) {
+                    double isum = 0.0, code_sum = 0.0, x_abs = 0.0;
+                    for (Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) {
+                        isum += double(codes[std::size_t(k)]) * double(xq[std::size_t(k)]);
+                        code_sum += codes[std::size_t(k)];
+                        x_abs += std::fabs(double(x[m * x_stride + k]));
+                    }
+                    const double s = q.scales(n, g), b = q.biases(n, g), scale = a[std::size_t(g)];
+                    terms += std::fabs(s * scale * isum) + std::fabs(b) * x_abs;
+                    quantization += std::fabs(s) * scale * code_sum;
+                }
+                abs_terms[std::size_t(m * N + n)] = terms;
+                abs_quantization[std::size_t(m * N + n)] = quantization;
+            }
+        }
+    }
+};
+
+/// Runs the dispatched int8 matmul and the reference on the same strided x and out; checks every
+/// output within int8_kernel_tolerance and the padding untouched.
+template <int GroupSize, int Bits>
+void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding) {
+    INFO("M = " << M << ", N = " << N << ", K = " << K << ", x stride +" << x_padding << ", out stride +" << out_padding);
+    const auto q = lowbit::quantize<GroupSize, Bits>(lowbit::test::random_weights(rng, N, K));
+    const Index x_stride = K + x_padding, out_stride = N + out_padding;
+    const auto x = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * x_stride), -1.0f, 1.0f);
+    std::vector<float> out(static_cast<std::size_t>(M * out_stride), sentinel), expected(out);
+    detail::quantized_matmul_int8(x.data(), x_stride, M, q, out.data(), out_stride);
+    detail::reference::quantized_matmul_int8(x.data(), x_stride, M, q, expected.data(), out_stride);
+    const Terms<GroupSize, Bits> terms(x.data(), x_stride, M, q);
+    const auto groups = static_cast<std::size_t>(K / GroupSize);
+    int failures = 0;
+    for (Index m = 0; m < M; ++m) {
+        for (Index n = 0; n < N; ++n) {
+            const float got = out[std::size_t(m * out_stride + n)], want = expected[std::size_t(m * out_stride + n)];
+            const double bound = lowbit::test::int8_kernel_tolerance(groups, GroupSize, terms.abs_terms[std::size_t(m * N + n)]);
+            if (!(std::fabs(double(got) - double(want)) <= bound) && failures++ < 5) {
+                INFO("m = " << m << ", n = " << n << ": kernel " << got << ", reference " << want << ", bound " << bound);
+                CHECK(std::fabs(double(got) - double(want)) <= bound);
+            }
+        }
+        for (Index n = N; n < out_stride; ++n) CHECK(out[std::size_t(m * out_stride + n)] == sentinel);
+    }
+    CHECK(failures == 0);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    auto rng = lowbit::test::make_rng(0x1A80 + G * 16 + B);
+    // The kernels take 4 activation rows at a time (1..3 at the end) and merge groups in blocks of
+    // 16 (AVX-512) or 8 (AVX2) lanes; rows of codes are read in 64- or 32-byte chunks with a tail.
+    for (const Index M : {1, 2, 3, 4, 5, 7, 8, 9})
+        for (const Index N : {1, 3, 17})
+            for (const Index groups : {1, 2, 3, 4}) check_against_reference<G, B>(rng, M, N, groups * G, M % 2, N % 3);
+    for (const Index groups : {8, 9, 16, 17, 33}) check_against_reference<G, B>(rng, 5, 6, groups * G, 3, 1);
+    check_against_reference<G, B>(rng, 1, 40, 4096, 0, 0);  // large K, GEMV
+    check_against_reference<G, B>(rng, 6, 9, 4096, 5, 2);   // large K, GEMM with a 2-row tail
+    // More output rows than one slice of the driver (8 KiB of codes) and one thread range.
+    check_against_reference<G, B>(rng, 3, 300, 512, 1, 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",
+                        lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    auto rng = lowbit::test::make_rng(0x1A81 + G * 16 + B);
+    // x integers in [-127, 127] with a 127 in every group: a = 1 exactly, xq = x. Scales 1, biases 0:
+    // y = sum of isum, an integer below 2^24, so every float operation is exact in any order.
+    const Index K = 2 * G, N = 23;
+    for (const Index M : {1, 4, 6}) {
+        INFO("M = " << M);
+        std::uniform_int_distribution<int> value(-127, 127), code(0, (1 << B) - 1);
+        RowMatrixXf x(M, K);
+        for (Index m = 0; m < M; ++m)
+            for (Index k = 0; k < K; ++k) x(m, k) = k % G == (m * 7) % G ? (m % 2 ? -127.0f : 127.0f) : float(value(rng));
+        lowbit::QuantizedMatrix<G, B> q;
+        q.codes.resize(N, K * B / 32);
+        q.scales = RowMatrixXf::Ones(N, 2);
+        q.biases = RowMatrixXf::Zero(N, 2);
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+        RowMatrixXf exact(M, N);
+        for (Index n = 0; n < N; ++n) {
+            for (auto& c : codes) c = static_cast<std::uint8_t>(code(rng));
+            lowbit::detail::kernels::pack_codes<B>(codes.data(), codes.size(), &q.codes(n, 0));
+            for (Index m = 0; m < M; ++m) {
+                std::int64_t sum = 0;
+                for (Index k = 0; k < K; ++k) sum += std::int64_t{codes[std::size_t(k)]} * std::int64_t(x(m, k));
+                exact(m, n) = static_cast<float>(sum);
+            }
+        }
+        const RowMatrixXf y = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
+        RowMatrixXf reference(M, N);
+        detail::reference::quantized_matmul_int8(x.data(), K, M, q, reference.data(), N);
+        CHECK(reference == exact);
+        CHECK(y == exact);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
+                        lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    auto rng = lowbit::test::make_rng(0x1A82 + G * 16 + B);
+    for (const Index M : {1, 5}) {
+        const Index N = 19, K = 8 * G;
+        const auto q = lowbit::quantize<G, B>(lowbit::test::random_weights(rng, N, K));
+        RowMatrixXf x(M, K);
+        const auto values = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * K), -2.0f, 2.0f);
+        std::copy(values.begin(), values.end(), x.data());
+        x.row(0).segment(G, G).setZero();  // an all-zero group
+        const RowMatrixXf y8 = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
+        const RowMatrixXf y32 = lowbit::quantized_matmul(x, q);
+        const Terms<G, B> terms(x.data(), K, M, q);
+        for (Index m = 0; m < M; ++m)
+            for (Index n = 0; n < N; ++n) {
+                // |s q| + |b| per input, as in the f32 path's own bound (N10).
+                double abs_sum = 0.0;
+                const RowMatrixXf w = lowbit::dequantize(q);
+                for (Index k = 0; k < K; ++k)
+                    abs_sum += std::fabs(double(x(m, k))) *
+                               (std::fabs(double(w(n, k)) - double(q.biases(n, k / G))) + std::fabs(double(q.biases(n, k / G))));
+                const double bound = lowbit::test::int8_activation_error_bound(terms.abs_quantization[std::size_t(m * N + n)]) +
+                                     lowbit::test::dot_tolerance(std::size_t(K), abs_sum) +
+                                     lowbit::test::int8_kernel_tolerance(std::size_t(K / G), G, terms.abs_terms[std::size_t(m * N + n)]);
+                INFO("m = " << m << ", n = " << n);
+                CHECK(std::fabs(double(y8(m, n)) - double(y32(m, n))) <= bound);
+            }
+    }
+}
+
+TEST_CASE("int8 activation quantizer: kernel equals reference, zero groups, ties to even", "[int8][kernels][N11]") {
+    constexpr int G = 32;
+    using arch = detail::dispatch_arch;
+    auto rng = lowbit::test::make_rng(0x1A83);
+    // Generic, so that the kernel call is not instantiated in a build without SIMD (no arch to give it).
+    auto run_both = [](const auto& x, std::vector<std::int8_t>& codes, std::vector<float>& a) {
+        const auto K = static_cast<Index>(x.size());
+        std::vector<std::int8_t> codes_ref(x.size());
+        std::vector<float> a_ref(x.size() / G);
+        codes.assign(x.size(), 99);
+        a.assign(x.size() / G, -1.0f);
+        detail::reference::quantize_activations_int8<G>(x.data(), K, codes_ref.data(), a_ref.data());
+        if constexpr (lowbit::detail::simd::enabled) {
+            detail::kernels::quantize_activations_int8<arch, G>(x.data(), K, codes.data(), a.data());
+            CHECK(codes == codes_ref);
+            CHECK(a == a_ref);
+        }
+        codes = codes_ref;
+        a = a_ref;
+    };
+    std::vector<std::int8_t> codes;
+    std::vector<float> a;
+
+    SECTION("random rows over many magnitudes") {
+        for (int trial = 0; trial < 50; ++trial) {
+            const float magnitude = std::ldexp(1.0f, trial - 25);
+            auto x = lowbit::test::uniform_floats(rng, 4 * G, -magnitude, magnitude);
+            run_both(x, codes, a);
+            for (std::size_t k = 0; k < x.size(); ++k) CHECK(std::abs(int(codes[k])) <= 127);
+        }
+    }
+    SECTION("an all-zero group has scale 0 and codes 0; a subnormal group stays in range") {
+        std::vector<float> x(3 * G, 0.0f);
+        x[G] = std::numeric_limits<float>::denorm_min();
+        x[G + 1] = -std::numeric_limits<float>::denorm_min();
+        for (int k = 0; k < G; ++k) x[std::size_t(2 * G + k)] = std::numeric_limits<float>::min() * float(k - 16);
+        run_both(x, codes, a);
+        CHECK(a[0] == 0.0f);
+        for (int k = 0; k < G; ++k) CHECK(codes[std::size_t(k)] == 0);
+        for (const auto c : codes) CHECK(std::abs(int(c)) <= 127);
+    }
+    SECTION("ties at .5 of x / a round to even") {
+        // max |x| = 127 gives a = 1 exactly, so x / a = x.
+        std::vector<float> x(G, 0.0f);
+        const std::vector<float> values{127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f, -2.5f, 126.5f, -125.5f};
+        std::copy(values.begin(), values.end(), x.begin());
+        run_both(x, codes, a);
+        CHECK(a[0] == 1.0f);
+        const std::vector<int> expected{127, 2, -4, 0, 0, 2, -2, 126, -126};
+        for (std::size_t i = 0; i < expected.size(); ++i) CHECK(int(codes[i]) == expected[i]);
+    }
+}
+
+TEST_CASE("int8 matmul: ties, zero rows and the f32 default are unchanged", "[int8][N11]") {
+    auto rng = lowbit::test::make_rng(0x1A84);
+    const auto q = lowbit::quantize<64, 4>(lowbit::test::random_weights(rng, 21, 128));
+    RowMatrixXf x = RowMatrixXf::Zero(3, 128);
+    x.row(1).setConstant(0.5f);
+    x(1, 0) = 127.0f;  // a = 1: every other value is a tie at 0.5, code 0
+    x(1, 64) = -127.0f;
+    x.row(2) = RowMatrixXf::Random(1, 128);
+    const RowMatrixXf y = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
+    RowMatrixXf reference(3, 21);
+    detail::reference::quantized_matmul_int8(x.data(), 128, 3, q, reference.data(), 21);
+    CHECK(y.row(0).isZero(0.0f));  // all-zero row: a = 0, codes 0, xsum 0
+    for (Index n = 0; n < 21; ++n) CHECK(std::fabs(y(1, n) - reference(1, n)) <= 1e-4f * (1.0f + std::fabs(reference(1, n))));
+
+    // Activations::f32 is exactly the default.
+    CHECK(lowbit::quantized_matmul(x, q, lowbit::Activations::f32) == lowbit::quantized_matmul(x, q));
+    const lowbit::QuantizedLinear<64, 4> layer(q, Eigen::VectorXf::Constant(21, 0.25f));
+    CHECK(layer.forward(x, lowbit::Activations::f32) == layer.forward(x));
+    const RowMatrixXf y_layer = layer.forward(x, lowbit::Activations::int8);
+    CHECK(y_layer == (y.rowwise() + Eigen::RowVectorXf::Constant(21, 0.25f)));
+
+    // Thread count never changes a result.
+    const RowMatrixXf big_x = RowMatrixXf::Random(6, 128);
+    const auto big_q = lowbit::quantize<64, 4>(lowbit::test::random_weights(rng, 700, 128));
+    const int threads = lowbit::num_threads();
+    lowbit::set_num_threads(1);
+    const RowMatrixXf one = lowbit::quantized_matmul(big_x, big_q, lowbit::Activations::int8);
+    lowbit::set_num_threads(2);
+    const RowMatrixXf two = lowbit::quantized_matmul(big_x, big_q, lowbit::Activations::int8);
+    lowbit::set_num_threads(threads);
+    CHECK(one == two);
+}
+
+TEST_CASE("int8 matmul rejects NaN and Inf in x, naming row and column, and what f32 rejects", "[int8][N11]") {
+    const auto q = lowbit::quantize<32, 4>(RowMatrixXf::Random(5, 64));
+    RowMatrixXf x = RowMatrixXf::Random(3, 64);
+    x(2, 5) = std::numeric_limits<float>::quiet_NaN();
+    using Catch::Matchers::ContainsSubstring;
+    CHECK_THROWS_WITH(lowbit::quantized_matmul(x, q, lowbit::Activations::int8),
+                      ContainsSubstring("lowbit::quantized_matmul") && ContainsSubstring("x(2, 5)"));
+    x(2, 5) = 0.0f;
+    x(1, 63) = -std::numeric_limits<float>::infinity();
+    const lowbit::QuantizedLinear<32, 4> layer(q);
+    CHECK_THROWS_WITH(layer.forward(x, lowbit::Activations::int8),
+                      ContainsSubstring("QuantizedLinear::forward") && ContainsSubstring("x(1, 63)"));
+    CHECK_NOTHROW(lowbit::quantized_matmul(x, q));  // f32 propagates non-finite values, as before
+    // Shape errors are the f32 path's.
+    CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf::Random(2, 32), q, lowbit::Activations::int8), std::invalid_argument);
+    CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf(0, 64), q, lowbit::Activations::int8), std::invalid_argument);
+}
