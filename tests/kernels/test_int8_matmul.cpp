@@ -1,10 +1,13 @@
 // The int8-activation matmul (docs/numerics.md N11, Activations::int8): the SIMD kernels (this build's
-// detail::dispatch_int8_ops, qgemv_i8.hpp) against the scalar reference (int8_matmul_reference.hpp)
-// for every supported format, over M and N around the 4-row block and the ranges the driver slices,
-// K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks and chunk tails are
-// read), a large K, and odd strides; the vectorized activation quantizer against its reference; the
-// integer sums bit for bit (inputs whose float arithmetic is exact); all-zero groups; ties at .5; NaN
-// and Inf; and the documented bound of the int8 path against the f32 path.
+// detail::dispatch_int8_ops: the row-dot kernel of qgemv_i8.hpp for a few rows, the panel GEMM of
+// qgemm_i8.hpp from MlxAffineI8Kernels::gemm_rows on) against the scalar reference
+// (int8_matmul_reference.hpp) for every supported format, over M and N around the 4-row block of the
+// row-dot kernel, the row block (MR) and column panel (NR) of the GEMM and the ranges the drivers
+// slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails
+// and panels whose words are not a whole number of transposed blocks are read), a large K, and odd
+// strides; each kernel also called directly over every M; the vectorized activation quantizer against
+// its reference; the integer sums bit for bit (inputs whose float arithmetic is exact); all-zero
+// groups; ties at .5; NaN and Inf; and the documented bound of the int8 path against the f32 path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch_template_test_macros.hpp>
@@ -19,6 +23,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <lowbit/inference.hpp>
+#include <lowbit/detail/dispatch/mlx_affine.hpp>
 #include <lowbit/detail/mlx_affine/int8_matmul_reference.hpp>
 #include <lowbit/detail/mlx_affine/packing_reference.hpp>
 
@@ -69,16 +74,35 @@ struct Terms {
     }
 };
 
-/// Runs the dispatched int8 matmul and the reference on the same strided x and out; checks every
-/// output within int8_kernel_tolerance and the padding untouched.
+/// Which code computes the int8 matmul in check_against_reference.
+enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel };
+
 template <int GroupSize, int Bits>
-void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding) {
-    INFO("M = " << M << ", N = " << N << ", K = " << K << ", x stride +" << x_padding << ", out stride +" << out_padding);
+void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q,
+              float* out, Index out_stride) {
+    using ops = detail::dispatch_int8_ops;
+    if constexpr (!std::is_void_v<ops>) {
+        using arch = detail::dispatch_arch;
+        if (runner == Int8Runner::row_dot_kernel)
+            return detail::kernels::qgemv_i8<arch, ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
+        if (runner == Int8Runner::panel_gemm_kernel)
+            return detail::kernels::qgemm_i8<arch, ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
+    }
+    detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
+}
+
+/// Runs the int8 matmul (dispatched, or one kernel directly) and the reference on the same strided x
+/// and out; checks every output within int8_kernel_tolerance and the padding untouched.
+template <int GroupSize, int Bits>
+void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding,
+                             Int8Runner runner = Int8Runner::dispatch) {
+    INFO("M = " << M << ", N = " << N << ", K = " << K << ", x stride +" << x_padding << ", out stride +" << out_padding
+                << ", runner " << int(runner));
     const auto q = lowbit::quantize<GroupSize, Bits>(lowbit::test::random_weights(rng, N, K));
     const Index x_stride = K + x_padding, out_stride = N + out_padding;
     const auto x = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * x_stride), -1.0f, 1.0f);
     std::vector<float> out(static_cast<std::size_t>(M * out_stride), sentinel), expected(out);
-    detail::quantized_matmul_int8(x.data(), x_stride, M, q, out.data(), out_stride);
+    run_int8(runner, x.data(), x_stride, M, q, out.data(), out_stride);
     detail::reference::quantized_matmul_int8(x.data(), x_stride, M, q, expected.data(), out_stride);
     const Terms<GroupSize, Bits> terms(x.data(), x_stride, M, q);
     const auto groups = static_cast<std::size_t>(K / GroupSize);
@@ -112,6 +136,24 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[in
     check_against_reference<G, B>(rng, 6, 9, 4096, 5, 2);   // large K, GEMM with a 2-row tail
     // More output rows than one slice of the driver (8 KiB of codes) and one thread range.
     check_against_reference<G, B>(rng, 3, 300, 512, 1, 0);
+    check_against_reference<G, B>(rng, 13, 300, 512, 1, 0);  // the GEMM: 10 panels of 32 columns, 3 row blocks
+}
+
+TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column panel", "[int8][kernels][N11]",
+                        lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    auto rng = lowbit::test::make_rng(0x1A85 + G * 16 + B);
+    // Row blocks of MR = 6 (AVX-512) or 4 (AVX2) rows, split evenly; panels of 32 or 8 columns, whose
+    // words are transposed in blocks of 16 or 8 rows x words (the rest word by word); groups of words
+    // unrolled 8 at a time.
+    // The GEMM kernel directly (the dispatch takes it from MlxAffineI8Kernels::gemm_rows rows on).
+    for (const Index M : {1, 3, 4, 5, 6, 7, 11, 12, 13, 25})
+        for (const Index N : {7, 8, 9, 15, 16, 17, 31, 32, 33, 65})
+            for (const Index groups : {1, 3, 8})
+                check_against_reference<G, B>(rng, M, N, groups * G, N % 2, M % 3, Int8Runner::panel_gemm_kernel);
+    // The row-dot kernel directly past the rows the dispatch gives it; the dispatch on both sides of the threshold.
+    for (const Index M : {4, 5, 9, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2, Int8Runner::row_dot_kernel);
+    for (const Index M : {11, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2);
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",

@@ -7,12 +7,19 @@
 //   dot(acc, u8, i8)  : acc[i] += sum_{j<4} u8[4i+j] * i8[4i+j], exact for u8 codes < 2^CodeBits
 //                       (the template parameter says how wide the codes can be);
 //   merge(a, b)       : [a0+a1, a2+a3, ..., b0+b1, b2+b3, ...] (adjacent lanes summed, a's first);
-//   and the float epilogue: fvec, fzero, fload_partial(p, count), fmul, fadd, to_float, freduce.
+//   broadcast32(p)   : the 4 bytes at p in every int32 lane (the GEMM's activation quad);
+//   transpose_words(rows, out, stride): out[i * stride + r] = 32-bit word i of rows[r], r, i < lanes
+//                       (the GEMM's weight panel);
+//   and the float epilogue: fvec, fzero, fload_partial(p, count), fload(p), fstore(p, v), fbroadcast(f),
+//   fmul, fadd, fmadd(a, b, c) = a * b + c (one rounding), to_float, freduce.
 #pragma once
 
 #include "../config.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -39,6 +46,43 @@ struct avx512_vnni {
     template <int CodeBits>
     static vec dot(vec acc, vec codes, vec x) noexcept { return _mm512_dpbusd_epi32(acc, codes, x); }
     static vec add(vec a, vec b) noexcept { return _mm512_add_epi32(a, b); }
+    static vec broadcast32(const void* p) noexcept {
+        std::int32_t quad;
+        std::memcpy(&quad, p, sizeof quad);
+        return _mm512_set1_epi32(quad);
+    }
+    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* out, std::ptrdiff_t stride) noexcept {
+        // Masked forms with all lanes on: GCC 12's plain unpack/shuffle intrinsics start from an undefined
+        // register that -Wuninitialized reports (GCC bug 105593, as in freduce below).
+        constexpr __mmask16 all32 = 0xFFFF;
+        constexpr __mmask8 all64 = 0xFF;
+        __m512i r[16], t[16];
+        for (int i = 0; i < 16; ++i) {
+            r[i] = _mm512_loadu_si512(rows[i]);
+            _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + 512, _MM_HINT_T0);  // 16 streams; a hint only
+        }
+        for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
+            t[2 * i] = _mm512_maskz_unpacklo_epi32(all32, r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_maskz_unpackhi_epi32(all32, r[2 * i], r[2 * i + 1]);
+        }
+        for (int i = 0; i < 4; ++i) {  // r[4i + j], 128-bit lane L: rows 4i..4i+3 of word 4L + j
+            r[4 * i] = _mm512_maskz_unpacklo_epi64(all64, t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = _mm512_maskz_unpackhi_epi64(all64, t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = _mm512_maskz_unpacklo_epi64(all64, t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = _mm512_maskz_unpackhi_epi64(all64, t[4 * i + 1], t[4 * i + 3]);
+        }
+        auto shuffle = [](__m512i a, __m512i b, auto order) { return _mm512_maskz_shuffle_i32x4(all32, a, b, decltype(order)::value); };
+        using even = std::integral_constant<int, 0x88>;
+        using odd = std::integral_constant<int, 0xDD>;
+        for (int j = 0; j < 4; ++j) {
+            const __m512i even01 = shuffle(r[j], r[4 + j], even{}), odd01 = shuffle(r[j], r[4 + j], odd{});
+            const __m512i even23 = shuffle(r[8 + j], r[12 + j], even{}), odd23 = shuffle(r[8 + j], r[12 + j], odd{});
+            _mm512_storeu_si512(out + j * stride, shuffle(even01, even23, even{}));
+            _mm512_storeu_si512(out + (8 + j) * stride, shuffle(even01, even23, odd{}));
+            _mm512_storeu_si512(out + (4 + j) * stride, shuffle(odd01, odd23, even{}));
+            _mm512_storeu_si512(out + (12 + j) * stride, shuffle(odd01, odd23, odd{}));
+        }
+    }
     static vec merge(vec a, vec b) noexcept {
         const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -48,8 +92,12 @@ struct avx512_vnni {
     static fvec fload_partial(const float* p, int count) noexcept {
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>(count >= 16 ? 0xFFFFu : (1u << count) - 1u), p);
     }
+    static fvec fload(const float* p) noexcept { return _mm512_loadu_ps(p); }
+    static void fstore(float* p, fvec v) noexcept { _mm512_storeu_ps(p, v); }
+    static fvec fbroadcast(float f) noexcept { return _mm512_set1_ps(f); }
     static fvec fmul(fvec a, fvec b) noexcept { return _mm512_mul_ps(a, b); }
     static fvec fadd(fvec a, fvec b) noexcept { return _mm512_add_ps(a, b); }
+    static fvec fmadd(fvec a, fvec b, fvec c) noexcept { return _mm512_fmadd_ps(a, b, c); }
     static fvec to_float(vec v) noexcept { return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), v); }  // maskz: GCC bug 105593
     static float freduce(fvec v) noexcept {
         // Masked extracts with an explicit source: GCC 12's cast/extract intrinsics start from an
@@ -98,6 +146,29 @@ struct avx2 {
         }
     }
     static vec add(vec a, vec b) noexcept { return _mm256_add_epi32(a, b); }
+    static vec broadcast32(const void* p) noexcept {
+        std::int32_t quad;
+        std::memcpy(&quad, p, sizeof quad);
+        return _mm256_set1_epi32(quad);
+    }
+    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* out, std::ptrdiff_t stride) noexcept {
+        __m256i r[8], t[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i]));
+        for (int i = 0; i < 4; ++i) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
+            t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for (int i = 0; i < 2; ++i) {  // r[4i + j], 128-bit lane L: rows 4i..4i+3 of word 4L + j
+            r[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        for (int j = 0; j < 4; ++j) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * stride), _mm256_permute2x128_si256(r[j], r[4 + j], 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (4 + j) * stride), _mm256_permute2x128_si256(r[j], r[4 + j], 0x31));
+        }
+    }
     static vec merge(vec a, vec b) noexcept {
         const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
         // Per 128-bit half: [a0 a2 b0 b2] and [a1 a3 b1 b3]; the sum's 64-bit quarters are then put in
@@ -112,8 +183,12 @@ struct avx2 {
         const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(count), index));
     }
+    static fvec fload(const float* p) noexcept { return _mm256_loadu_ps(p); }
+    static void fstore(float* p, fvec v) noexcept { _mm256_storeu_ps(p, v); }
+    static fvec fbroadcast(float f) noexcept { return _mm256_set1_ps(f); }
     static fvec fmul(fvec a, fvec b) noexcept { return _mm256_mul_ps(a, b); }
     static fvec fadd(fvec a, fvec b) noexcept { return _mm256_add_ps(a, b); }
+    static fvec fmadd(fvec a, fvec b, fvec c) noexcept { return _mm256_fmadd_ps(a, b, c); }
     static fvec to_float(vec v) noexcept { return _mm256_cvtepi32_ps(v); }
     static float freduce(fvec v) noexcept {
         __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -1,4 +1,5 @@
-// The int8-activation matmul on MLX affine codes (docs/numerics.md N11): kernels and threaded drivers.
+// The int8-activation matmul on MLX affine codes (docs/numerics.md N11) for a few activation rows (the
+// GEMV side; qgemm_i8.hpp is the GEMM): kernel and threaded driver.
 //
 // Ops is one of the structs of detail/arch/x86_int8.hpp (V = Ops::bytes code bytes per vector,
 // L = Ops::lanes int32 lanes). A row of weight codes is read as bytes: the packed words themselves for
@@ -196,9 +197,10 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
 }
 
 /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (rows with stride x_stride, finite) and q;
-/// GEMV when M = 1, else blocks of 4 rows. Threads over ranges of output columns.
+/// GEMV when M = 1, else blocks of 4 rows (any M works; the dispatch uses it for a few rows only).
+/// Threads over ranges of output columns.
 template <class Arch, class Ops, int GroupSize, int Bits>
-void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+void qgemv_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
               float* out, Eigen::Index out_stride) {
     using layout = Int8Layout<Ops, GroupSize, Bits>;
     const Eigen::Index N = q.rows(), K = q.cols();

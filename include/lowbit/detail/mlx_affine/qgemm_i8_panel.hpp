@@ -1,0 +1,162 @@
+// Packed panels of the int8-activation GEMM (docs/numerics.md N11; microkernel in qgemm_i8_ukernel.hpp).
+//
+// The microkernel computes an MR x NR tile of outputs, NR = NJ * Ops::lanes weight rows, one weight row
+// per int32 lane. Its unit is a 32-bit word of codes: for Bits in {2, 4, 8} the MLX word itself (code j
+// in bits j*Bits, so byte b holds codes b*S .. b*S+S-1, S = 8 / Bits), for Bits in {3, 5, 6} four codes
+// unpacked to one byte each (S = 1). Step t of a word, (word >> t*Bits) & mask per byte, holds in byte b
+// the code b*S + t; one dot instruction on it sums 4 codes against the activation quad (xq at those 4
+// positions) broadcast to every lane.
+//   weight panel: words [w][NR] (word w of each of the NR rows, zero rows past N), scales and biases
+//                 [g][NR] (zero past N); built per call, per thread, for a few panels at a time.
+//   x block:      quads [w][t][r][4 bytes] for the r rows of a row block, a and xsum [g][r]; built once
+//                 per call for every row block.
+#pragma once
+
+#include "../config.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "../threading/parallel.hpp"
+#include "int8_quantize_x.hpp"
+#include "matmul_common.hpp"
+#include "packing.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+/// The word layout of the int8 GEMM for the format <GroupSize, Bits>.
+template <int GroupSize, int Bits>
+struct Int8PanelLayout {
+    static constexpr bool packed = Bits == 2 || Bits == 4 || Bits == 8;  ///< words read straight from q.codes
+    static constexpr int byte_bits = packed ? Bits : 8;                  ///< bits per code in a panel byte
+    static constexpr int steps = 8 / byte_bits;                          ///< S: codes per byte
+    static constexpr int word_codes = 4 * steps;                         ///< codes per word
+    static constexpr int words_per_group = GroupSize / word_codes;
+    static_assert(GroupSize % word_codes == 0, "Int8PanelLayout: a group must be whole words");
+    static Eigen::Index words(Eigen::Index K) { return K / word_codes; }
+};
+
+/// Activations of one call, quantized (N11) and packed in ceil(M / MR) row blocks of at most MR rows,
+/// whose sizes differ by at most one (M = 13, MR = 6: 5, 4, 4).
+struct Int8RowBlocks {
+    Eigen::Index count = 0, base_rows = 0, extra = 0;  ///< blocks; rows = base_rows + (block < extra)
+    Eigen::Index quads_per_row = 0, groups = 0;        ///< per row: K / 4 quads, K / GroupSize groups
+    std::vector<std::int8_t> quads;                    ///< [block][w][t][r][4], block b at b's first row * K
+    std::vector<float> a, x_sum;                       ///< [block][g][r], block b at its first row * groups
+
+    Eigen::Index rows(Eigen::Index block) const { return base_rows + (block < extra ? 1 : 0); }
+    Eigen::Index first_row(Eigen::Index block) const { return block * base_rows + std::min(block, extra); }
+};
+
+/// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel; rows split across
+/// threads (each row's work is independent, so the result does not depend on the thread count).
+template <class Arch, int GroupSize, int Bits>
+Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
+    using layout = Int8PanelLayout<GroupSize, Bits>;
+    constexpr int S = layout::steps, WC = layout::word_codes;
+    Int8RowBlocks blocks;
+    blocks.count = (M + MR - 1) / MR;
+    blocks.base_rows = M / blocks.count;
+    blocks.extra = M % blocks.count;
+    blocks.quads_per_row = K / 4;
+    blocks.groups = K / GroupSize;
+    blocks.quads.resize(static_cast<std::size_t>(M * K));
+    blocks.a.resize(static_cast<std::size_t>(M * blocks.groups));
+    blocks.x_sum.resize(static_cast<std::size_t>(M * blocks.groups));
+    const Eigen::Index groups = blocks.groups, words = layout::words(K);
+    parallel_for(static_cast<std::size_t>(blocks.count), 1, [&](std::size_t begin, std::size_t end) {
+        std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
+        std::vector<float> a(static_cast<std::size_t>(groups)), sums(static_cast<std::size_t>(groups));
+        for (auto block = static_cast<Eigen::Index>(begin); block < static_cast<Eigen::Index>(end); ++block) {
+            const Eigen::Index r_count = blocks.rows(block), m0 = blocks.first_row(block);
+            std::int8_t* quads = blocks.quads.data() + m0 * K;
+            float* a_out = blocks.a.data() + m0 * groups;
+            float* sum_out = blocks.x_sum.data() + m0 * groups;
+            for (Eigen::Index r = 0; r < r_count; ++r) {
+                const float* row = x + (m0 + r) * x_stride;
+                quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), a.data());
+                group_sums<Arch, GroupSize>(row, K, 1, K, sums.data());
+                for (Eigen::Index g = 0; g < groups; ++g) {
+                    a_out[g * r_count + r] = a[static_cast<std::size_t>(g)];
+                    sum_out[g * r_count + r] = sums[static_cast<std::size_t>(g)];
+                }
+                if constexpr (S == 1) {
+                    // The quad of word w is codes 4w .. 4w+3: a 4-byte copy.
+                    for (Eigen::Index w = 0; w < words; ++w)
+                        std::memcpy(quads + (w * r_count + r) * 4, xq.data() + w * 4, 4);
+                } else {
+                    for (Eigen::Index w = 0; w < words; ++w) {
+                        const std::int8_t* codes = xq.data() + w * WC;
+                        for (int t = 0; t < S; ++t) {
+                            std::int8_t* quad = quads + ((w * S + t) * r_count + r) * 4;
+                            for (int b = 0; b < 4; ++b) quad[b] = codes[b * S + t];
+                        }
+                    }
+                }
+            }
+        }
+    });
+    return blocks;
+}
+
+/// out[w * NR + r] = 32-bit word w of row r, for r < NR and w < words: rows[r] holds `words` words
+/// for r < rows, rows past that are zeros. Whole blocks of L rows x L words (L = Ops::lanes) go through
+/// Ops::transpose_words, the rest word by word. Word w of every row, then the next: the rows are read
+/// as sequential streams and the panel written in order.
+template <class Ops, int NR>
+void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index rows, Eigen::Index words, std::uint32_t* out) {
+    constexpr int L = Ops::lanes;
+    static_assert(NR % L == 0, "transpose_to_panel_int8: a panel must be whole vectors");
+    const Eigen::Index whole_rows = rows / L * L, whole_words = words / L * L;
+    for (Eigen::Index w0 = 0; w0 < whole_words; w0 += L)
+        for (Eigen::Index r0 = 0; r0 < whole_rows; r0 += L) {
+            const std::uint8_t* block_rows[L];
+            for (int i = 0; i < L; ++i) block_rows[i] = rows_in[r0 + i] + 4 * w0;
+            Ops::transpose_words(block_rows, out + w0 * NR + r0, NR);
+        }
+    for (Eigen::Index w = 0; w < words; ++w) {
+        std::uint32_t* panel_row = out + w * NR;
+        for (Eigen::Index r = (w < whole_words ? whole_rows : 0); r < NR; ++r) {
+            if (r < rows) std::memcpy(panel_row + r, rows_in[r] + 4 * w, 4);
+            else std::memset(panel_row + r, 0, 4);  // the panel may hold floats (scales, biases)
+        }
+    }
+}
+
+/// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel: words [w][NR],
+/// scales and biases [g][NR]. `unpacked` is scratch of NR * K bytes (used for 3, 5 and 6 bits). Ops
+/// (detail/arch/x86_int8.hpp) transposes the words.
+template <class Ops, int NR, int GroupSize, int Bits>
+void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::Index n0, std::uint32_t* words_out,
+                            float* scales_out, float* biases_out, std::uint8_t* unpacked) {
+    using layout = Int8PanelLayout<GroupSize, Bits>;
+    static_assert(sizeof(float) == 4, "pack_weight_panel_int8: floats are moved as 32-bit words");
+    const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
+    const Eigen::Index rows = std::min<Eigen::Index>(NR, N - n0);
+    const std::uint8_t* code_rows[NR];
+    const std::uint8_t* scale_rows[NR];
+    const std::uint8_t* bias_rows[NR];
+    for (Eigen::Index r = 0; r < rows; ++r) {
+        if constexpr (layout::packed) {
+            code_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.codes(n0 + r, 0));
+        } else {
+            unpack_codes<Bits>(&q.codes(n0 + r, 0), static_cast<std::size_t>(K), unpacked + r * K);
+            code_rows[r] = unpacked + r * K;
+        }
+        scale_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.scales(n0 + r, 0));
+        bias_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.biases(n0 + r, 0));
+    }
+    transpose_to_panel_int8<Ops, NR>(code_rows, rows, layout::words(K), words_out);
+    transpose_to_panel_int8<Ops, NR>(scale_rows, rows, groups, reinterpret_cast<std::uint32_t*>(scales_out));
+    transpose_to_panel_int8<Ops, NR>(bias_rows, rows, groups, reinterpret_cast<std::uint32_t*>(biases_out));
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE
