@@ -52,12 +52,15 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
     const auto q4 = lowbit::quantize<64, 4>(w);
     (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), q4);
     (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(7, 128), q4);
+    (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(33, 128), q4);
 
     check_ran(KernelOp::fake_quantize_forward, "fake_quantize_forward");
     check_ran(KernelOp::backward_clamped, "backward_clamped");
     check_ran(KernelOp::finite_min_max, "finite_min_max");
     check_ran(KernelOp::matmul_f32_gemv, "matmul_f32_gemv (M = 1, 4-bit)");
-    check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 7)");
+    check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 33)");
+    if constexpr (lowbit::detail::simd::enabled)  // the reference records every M > 1 as a GEMM
+        check_ran(KernelOp::matmul_f32_batch, "matmul_f32_batch (M = 7, 4-bit)");
     check_ran(KernelOp::quantize_group, "quantize_group");
 
     // A bit width with no GEMV kernel takes the GEMM kernel at M = 1, still SIMD (the reference records

@@ -105,6 +105,9 @@ void check_all_paths(std::mt19937_64& rng, Index M, Index N, Index K, Index x_pa
                 problem.check("qgemv", [](const float* x, Index, Index, const auto& q, float* out, Index) {
                     kernels::qgemv_f32<simd::arch>(x, q, out);
                 });
+            problem.check("qgemv_batch", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
+                kernels::qgemv_f32_batch<simd::arch>(x, xs, m, q, out, os);
+            });
         }
     }
 }

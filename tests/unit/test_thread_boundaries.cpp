@@ -280,7 +280,7 @@ RowMatrixXf random_matrix(std::mt19937_64& rng, Index rows, Index cols) {
     return Eigen::Map<const RowMatrixXf>(values.data(), rows, cols);
 }
 
-/// quantize, dequantize, quantized_matmul (one row: qgemv; several: qgemm) and QuantizedLinear
+/// quantize, dequantize, quantized_matmul (one row: qgemv; up to 32: the batch GEMV; more: qgemm) and QuantizedLinear
 /// forward at every thread count equal the 1-thread results; dequantize also equals the scalar
 /// unpack-and-scale rule, and quantized_matmul is checked against the scalar reference kernel's
 /// result within the dot-product bound (it sums in a different order).
@@ -347,8 +347,14 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
         check_quantized_rows<64, 8>(rng, rows, 2048, 1);
     for (const Index rows : {Index{255}, Index{257}, Index{513}})
         check_quantized_rows<128, 2>(rng, rows, 4096, 1);
-    // qgemm (several rows of x): tiles of 256 output columns by 256 rows of x, one tile per task.
-    for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}, Index{1025}})
+    // The batch GEMV (2 to 32 rows of x, Bits in {2, 4, 8}): about 256 KiB of codes per range counted
+    // once per block of 4 rows of x, 2^18 / (cols * Bits / 8 * blocks) output rows: 341 for 512 4-bit
+    // columns and 9 rows of x (3 blocks).
+    for (const Index rows : {Index{340}, Index{341}, Index{342}, Index{683}, Index{1025}})
         check_quantized_rows<64, 4>(rng, rows, 512, 9);
+    // qgemm (more rows of x, or other bit widths): tiles of 256 output columns by 256 rows of x, one
+    // tile per task.
+    for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}, Index{1025}})
+        check_quantized_rows<64, 4>(rng, rows, 512, 40);
     check_quantized_rows<32, 5>(rng, 513, 256, 300);
 }

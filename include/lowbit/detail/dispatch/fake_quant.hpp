@@ -10,7 +10,9 @@
 //   backward_clamped             -                 kernels::backward_clamped            reference::backward_clamped
 //   finite_min_max               -                 kernels::finite_min_max              reference::finite_min_max
 //   matmul, f32 activations      MLX affine        kernels::qgemv_f32 (M = 1, Bits in   reference::quantized_matmul
-//                                                  {2, 4, 8}), kernels::qgemm_f32 (rest)
+//                                                  {2, 4, 8}), kernels::qgemv_f32_batch
+//                                                  (2 <= M <= 32, same bits),
+//                                                  kernels::qgemm_f32 (rest)
 //   quantize one group           MLX affine        kernels::quantize_group_f32          reference::quantize_group
 //
 // A new instruction set is a new simd::arch (detail/arch/) that the kernels above accept; a new kernel

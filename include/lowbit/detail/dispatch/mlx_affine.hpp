@@ -14,6 +14,7 @@
 #include "../mlx_affine/matmul_driver.hpp"
 #include "../mlx_affine/int8_matmul_reference.hpp"
 #include "../mlx_affine/matmul_reference.hpp"
+#include "../mlx_affine/qgemm_i8.hpp"
 #include "../mlx_affine/qgemv_i8.hpp"
 #include "../simd.hpp"
 
@@ -27,7 +28,8 @@ template <int GroupSize, int Bits, class Arch>
 struct MlxAffineF32Kernels {
     static constexpr bool simd = !std::is_same_v<Arch, void>;
     static constexpr bool gemv = simd && MlxAffine<GroupSize, Bits>::codes_in_whole_words;  ///< M = 1
-    static constexpr bool gemm = simd;                                      ///< every M
+    static constexpr bool batch = gemv;  ///< 2 <= M <= QgemvF32Batch<Arch>::max_m
+    static constexpr bool gemm = simd;   ///< every M
 };
 
 /// The Arch the kernel tables are instantiated with: simd::arch, or void when SIMD is off.
@@ -46,6 +48,13 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
             return;
         }
     }
+    if constexpr (table::batch) {
+        if (M <= kernels::QgemvF32Batch<dispatch_arch>::max_m) {
+            record(KernelOp::matmul_f32_batch, KernelPath::simd);
+            kernels::qgemv_f32_batch<dispatch_arch>(x, x_stride, M, q, out, out_stride);
+            return;
+        }
+    }
     if constexpr (table::gemm) {
         record(KernelOp::matmul_f32_gemm, KernelPath::simd);
         kernels::qgemm_f32<dispatch_arch>(x, x_stride, M, q, out, out_stride);
@@ -57,13 +66,15 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
 
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
 /// instruction set Ops of detail/arch/x86_int8.hpp (void: none, the reference runs). Every bit width
-/// has them (3, 5 and 6 bits unpack each row of codes to bytes first); one kernel serves every M
-/// (M = 1 is recorded as GEMV, M > 1 as GEMM).
+/// has them (3, 5 and 6 bits unpack codes to bytes first). Below gemm_rows rows the row-dot kernel
+/// of qgemv_i8.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from gemm_rows on the panel GEMM
+/// of qgemm_i8.hpp (recorded as GEMM); the threshold is measured (4096 x 4096, 1 thread).
 template <int GroupSize, int Bits, class Ops>
 struct MlxAffineI8Kernels {
     static constexpr bool simd = !std::is_same_v<Ops, void>;
     static constexpr bool gemv = simd;  ///< M = 1
     static constexpr bool gemm = simd;  ///< M > 1
+    static constexpr Eigen::Index gemm_rows = 12;  ///< first M of the panel GEMM (M = 8: row dot faster, 16: GEMM)
 };
 
 /// The integer instruction set the int8 kernel table is instantiated with (void when SIMD is off or
@@ -79,7 +90,10 @@ void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M
     const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
     if constexpr (table::gemv && table::gemm) {
         record(op, KernelPath::simd);
-        kernels::qgemm_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
+        if (M >= table::gemm_rows)
+            kernels::qgemm_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
+        else
+            kernels::qgemv_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
     } else {
         record(op, KernelPath::reference);
         reference::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);

@@ -1,6 +1,8 @@
 // The threaded drivers of the f32-activation matmul on MLX affine codes:
 //   qgemv_f32 (M = 1, Bits in {2, 4, 8}): group sums and the permuted x, then qgemv_f32_rows over ranges
 //     of output rows (about 256 KiB of codes each);
+//   qgemv_f32_batch (small M, Bits in {2, 4, 8}): the GEMV's layout with each unpacked code vector
+//     shared by several rows of x (qgemv_batch.hpp), threads over output columns;
 //   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and group one
 //     panel (qgemm_panel.hpp) reused by every register block (QgemmF32Ukernel) of the tile's rows.
 #pragma once
@@ -22,6 +24,7 @@
 #include "qgemm_panel.hpp"
 #include "qgemm_ukernel.hpp"
 #include "qgemv.hpp"
+#include "qgemv_batch.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -50,6 +53,48 @@ void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float*
     });
 }
 
+
+/// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n] for small M (Bits in {2, 4, 8}): the batch
+/// GEMV. Threads over output columns; within a thread, tiles of output columns whose codes stay in L2
+/// while every block of max_rows x rows passes over them.
+template <class Arch, int GroupSize, int Bits>
+void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupSize, Bits>& q, float* out,
+                     Index out_stride) {
+    constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+    constexpr int max_rows = QgemvF32Batch<Arch>::max_rows;
+    const Index K = q.cols(), N = q.rows(), groups = K / GroupSize;
+    std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
+    group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());
+    // Each permuted row padded to a whole number of cache lines, so every row starts aligned.
+    const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
+    const Index lanes_stride = (std::max<Index>(lanes, 1) + 15) / 16 * 16;
+    std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
+        static_cast<std::size_t>(M * lanes_stride));
+    for (Index m = 0; m < M; ++m) permute_x_for_gemv<Arch, Bits>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
+
+    const Index row_bytes = K * Bits / 8;
+    // Output columns whose codes (about 128 KiB) stay in L2 while the row blocks pass over them.
+    const Index tile = std::max<Index>(1, (Index{1} << 17) / row_bytes);
+    // A range must be worth a worker: about 256 KiB of codes times the row blocks.
+    const Index blocks = (M + max_rows - 1) / max_rows;
+    const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / (row_bytes * blocks)));
+    parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+        for (auto n0 = static_cast<Index>(begin); n0 < static_cast<Index>(end); n0 += tile) {
+            const Index n1 = std::min<Index>(n0 + tile, static_cast<Index>(end));
+            for (Index m = 0; m < M; m += max_rows) {
+                const Index rows = std::min<Index>(max_rows, M - m);
+                static_for<max_rows + 1>([&](auto count) {
+                    constexpr int Rows = decltype(count)::value;
+                    if constexpr (Rows > 0)
+                        if (rows == Rows)
+                            qgemv_f32_batch_rows<Arch, GroupSize, Bits, Rows>(
+                                q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
+                                x_sum.data() + m * groups, n0, n1, out + m * out_stride, out_stride);
+                });
+            }
+        }
+    });
+}
 
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n]; x rows contiguous with stride x_stride.
 /// Threads over tiles of MC rows x NC columns.

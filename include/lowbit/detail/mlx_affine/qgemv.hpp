@@ -46,6 +46,93 @@ void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
         }
 }
 
+/// Code step t of a chunk's words as floats: the code masked in place (q * 2^(t*Bits), exact), or for
+/// the last step shifted down (it would not fit an int32 in place); x_lanes undoes the scaling.
+template <class Arch, int Bits, int Step>
+LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> code_step(const xsimd::batch<std::uint32_t, Arch>& words) {
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int codes_per_word = 32 / Bits;
+    ubatch code;
+    if constexpr (Step + 1 == codes_per_word) code = words >> (32 - Bits);
+    else code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
+    return xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
+}
+
+/// The per-lane group scales of one chunk of W words (lane i's group is fixed within a chunk; see the
+/// top of this file): a broadcast when the chunk lies in one group, half-broadcasts for two, selects
+/// for more.
+template <class Arch, int GroupSize, int Bits>
+class ChunkScales {
+public:
+    using fbatch = xsimd::batch<float, Arch>;
+    static constexpr int W = static_cast<int>(fbatch::size);
+    static constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
+    static constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
+    static constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
+
+    ChunkScales() {
+        if constexpr (groups_per_chunk > 2) {
+            alignas(64) std::array<float, 64> lane_index{};
+            for (int i = 0; i < W; ++i) lane_index[static_cast<std::size_t>(i)] = static_cast<float>(i);
+            const fbatch lanes = fbatch::load_unaligned(lane_index.data());
+            for (int j = 0; j < groups_per_chunk; ++j)
+                lane_in_group_[static_cast<std::size_t>(j)] = lanes >= fbatch(static_cast<float>(j * words_per_group));
+        }
+    }
+
+    /// Lane i: the scale of the group of lane i of chunk `chunk` of the row whose scales are scale_row.
+    LOWBIT_ALWAYS_INLINE fbatch operator()(const float* scale_row, Index chunk) const {
+        if constexpr (groups_per_chunk == 1) {
+            return fbatch(scale_row[chunk / chunks_per_group]);
+        } else if constexpr (groups_per_chunk == 2) {
+            return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
+        } else {
+            const float* s = scale_row + chunk * groups_per_chunk;
+            fbatch scales(s[0]);
+            static_for<groups_per_chunk - 1>([&](auto j) {
+                constexpr int group = decltype(j)::value + 1;
+                scales = xsimd::select(lane_in_group_[group], fbatch(s[group]), scales);
+            });
+            return scales;
+        }
+    }
+
+private:
+    /// lane_in_group_[j]: lanes whose group is the chunk's j-th (read only with more than two groups).
+    std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group_{};
+};
+
+/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q) plus
+/// sum_g b[n, g] * x_sum[g] (vectorised: a serial scalar loop is a dependency chain as long as the row
+/// has groups, which holds up the next row) plus the codes of the words from `tail_word` on (those
+/// after the last whole chunk, when a row has fewer than W words left over), in scalar code.
+template <class Arch, int GroupSize, int Bits>
+LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedMatrix<GroupSize, Bits>& q,
+                                             Index n, const float* x_sum, const float* x, Index tail_word) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr Index W = static_cast<Index>(fbatch::size);
+    constexpr int codes_per_word = 32 / Bits;
+    const Index groups = q.cols() / GroupSize, row_words = q.cols() * Bits / 32;
+    const float* bias_row = &q.biases(n, 0);
+    const float* scales = &q.scales(n, 0);
+    const std::uint32_t* codes = &q.codes(n, 0);
+    Index g = 0;
+    for (; g + W <= groups; g += W)
+        total = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total);
+    float result = simd::reduce_add(total);
+    for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
+    for (Index word = tail_word; word < row_words; ++word) {
+        const std::uint32_t bits = codes[word];
+        for (int t = 0; t < codes_per_word; ++t) {
+            const Index k = word * codes_per_word + t;
+            const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
+            result += scales[k / GroupSize] * (x[k] * code);
+        }
+    }
+    return result;
+}
+
 /// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
 /// (Arch::alignment()-aligned), x_sum: group_sums of x.
 template <class Arch, int GroupSize, int Bits>
@@ -56,40 +143,9 @@ void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, c
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     constexpr int codes_per_word = 32 / Bits;
-    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
-    // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
-    constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
-    constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
 
-    const Index K = q.cols(), groups = K / GroupSize;
-    const Index row_words = K * Bits / 32;
-    const Index chunks = row_words / W;
-
-    // lane_in_group[j]: lanes whose group is the chunk's j-th. Only the select path below (more than two
-    // groups per chunk) reads it; one and two groups per chunk take a broadcast.
-    std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group{};
-    if constexpr (groups_per_chunk > 2) {
-        alignas(64) std::array<float, 64> lane_index{};
-        for (int i = 0; i < W; ++i) lane_index[static_cast<std::size_t>(i)] = static_cast<float>(i);
-        const fbatch lanes = fbatch::load_unaligned(lane_index.data());
-        for (int j = 0; j < groups_per_chunk; ++j)
-            lane_in_group[static_cast<std::size_t>(j)] = lanes >= fbatch(static_cast<float>(j * words_per_group));
-    }
-    auto lane_scales = [&](const float* scale_row, Index chunk) {
-        if constexpr (groups_per_chunk == 1) {
-            return fbatch(scale_row[chunk / chunks_per_group]);
-        } else if constexpr (groups_per_chunk == 2) {
-            return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
-        } else {
-            const float* s = scale_row + chunk * groups_per_chunk;
-            fbatch scales(s[0]);
-            static_for<groups_per_chunk - 1>([&](auto j) {
-                constexpr int group = decltype(j)::value + 1;
-                scales = xsimd::select(lane_in_group[group], fbatch(s[group]), scales);
-            });
-            return scales;
-        }
-    };
+    const Index chunks = (q.cols() * Bits / 32) / W;
+    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
 
     // One output row at a time, so the packed codes are read as one sequential stream (interleaving
     // rows to share x loads made DRAM serve several short streams at once, which it does slower:
@@ -119,10 +175,7 @@ void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, c
                 constexpr int t = decltype(step)::value;
                 static_for<Count>([&](auto i) {
                     const fbatch xv = fbatch::load_aligned(x_lanes + ((c0 + i) * codes_per_word + t) * W);
-                    ubatch code;
-                    if constexpr (t + 1 == codes_per_word) code = words[i] >> (32 - Bits);
-                    else code = words[i] & ubatch(((std::uint32_t{1} << Bits) - 1) << (t * Bits));
-                    const fbatch value = xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
+                    const fbatch value = code_step<Arch, Bits, t>(words[i]);
                     if constexpr (t == 0) acc[i] = value * xv;
                     else acc[i] = simd::fma(value, xv, acc[i]);
                 });
@@ -134,24 +187,7 @@ void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, c
         for (; c < chunks; ++c) block(std::integral_constant<int, 1>{}, c);
         static_for<chunk_block - 1>([&](auto i) { total[0] += total[i + 1]; });
 
-        // b * sum(x) over the row's groups, vectorised (a serial scalar loop is a dependency chain as
-        // long as the row has groups, which holds up the next row).
-        const float* bias_row = &q.biases(n, 0);
-        Index g = 0;
-        for (; g + W <= groups; g += W)
-            total[0] = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total[0]);
-        float result = simd::reduce_add(total[0]);
-        for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
-        // Words after the last whole chunk (only when a row has fewer than W words left over).
-        for (Index word = chunks * W; word < row_words; ++word) {
-            const std::uint32_t bits = codes[word];
-            for (int t = 0; t < codes_per_word; ++t) {
-                const Index k = word * codes_per_word + t;
-                const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
-                result += scales[k / GroupSize] * (x[k] * code);
-            }
-        }
-        out[n] = result;
+        out[n] = finish_row<Arch, GroupSize, Bits>(total[0], q, n, x_sum, x, chunks * W);
     };
     for (Index n = n_begin; n < n_end; ++n) row_dot(n);
 }

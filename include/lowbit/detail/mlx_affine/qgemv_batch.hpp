@@ -1,0 +1,108 @@
+// qgemv_f32_batch_rows: out[r, n] = x_r * dequantize(q)^T for a few rows x_r at once (small batches,
+// 2 <= M <= a few tens), f32 activations on MLX affine codes, Bits in {2, 4, 8}, any xsimd Arch.
+// Kernel only; the threaded driver is qgemv_f32_batch in matmul_driver.hpp.
+//
+// The GEMV's layout (qgemv.hpp): every x row is permuted into x_lanes and each chunk of W words is
+// unpacked one code step at a time (mask + int->float conversion). Here each unpacked code vector is
+// multiplied into Rows rows of x and each loaded x vector into Cols output columns (QgemvF32Batch), so
+// the codes are streamed and unpacked once per Rows rows instead of being copied into a float panel,
+// and the permuted x (read from L2 when it outgrows L1) once per Cols columns. Per output column n and
+// x row r:
+//   acc = sum over the chunk's steps of code * x_lane  (f32, the chunk's lanes each in one group),
+//   total_r += acc * lane scales,   out[r, n] = reduce(total_r) + sum_g b[n, g] * x_sum[r, g],
+// the factorisation and the error bound of docs/numerics.md N10 (a different summation order from the
+// GEMV and the panel GEMM, within the same bound). Threads split output columns n, never a sum.
+#pragma once
+
+#include "../config.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "../../quantized_matrix.hpp"
+#include "../simd.hpp"
+#include "../unroll.hpp"
+#include "qgemv.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+/// Tiles of the batch GEMV: Rows x rows times Cols output columns per pass, every accumulator in
+/// registers (2 * Rows * Cols of the 32 AVX-512 or 16 AVX2 vector registers); each loaded x vector
+/// feeds Cols fmas and each unpacked code vector Rows fmas.
+template <class Arch>
+struct QgemvF32Batch {
+    static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
+    static constexpr int max_rows = 4;            ///< x rows per pass
+    static constexpr int cols = W >= 16 ? 2 : 1;  ///< output columns (weight rows) per pass
+    /// The largest M it is chosen for: above it the panel GEMM, which unpacks each code once for up to
+    /// MC rows, is faster (crossover measured between M = 32 and 64: benchmarks/README.md).
+    static constexpr Eigen::Index max_m = 32;
+};
+
+/// out[r * out_stride + n] for r < Rows and n in [n_begin, n_end). x_lanes: Rows permuted rows
+/// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
+/// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
+template <class Arch, int GroupSize, int Bits, int Rows>
+void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, Index x_stride,
+                          const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
+                          float* out, Index out_stride) {
+    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
+                  "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    constexpr int codes_per_word = 32 / Bits;
+    const Index groups = q.cols() / GroupSize;
+    const Index chunks = (q.cols() * Bits / 32) / W;
+    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
+
+    // Cols output columns n0 .. n0 + Cols - 1 over the whole row.
+    auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n0) LOWBIT_ALWAYS_INLINE {
+        std::array<fbatch, Rows * Cols> total;
+        total.fill(fbatch(0.0f));
+        for (Index c = 0; c < chunks; ++c) {
+            std::array<ubatch, Cols> words;
+            static_for<Cols>([&](auto j) { words[j] = ubatch::load_unaligned(&q.codes(n0 + j, c * W)); });
+            std::array<fbatch, Rows * Cols> acc;
+            static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
+                constexpr int t = decltype(step)::value;
+                std::array<fbatch, Cols> value;
+                static_for<Cols>([&](auto j) { value[j] = code_step<Arch, Bits, t>(words[j]); });
+                const float* lanes = x_lanes + (c * codes_per_word + t) * W;
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                    const fbatch xv = fbatch::load_aligned(lanes + r * lanes_stride);
+                    static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                        constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
+                        if constexpr (t == 0) acc[a] = value[j] * xv;
+                        else acc[a] = simd::fma(value[j], xv, acc[a]);
+                    });
+                });
+            });
+            static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                const fbatch chunk_scales = lane_scales(&q.scales(n0 + j, 0), c);
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                    constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
+                    total[a] = simd::fma(acc[a], chunk_scales, total[a]);
+                });
+            });
+        }
+        static_for<Cols>([&](auto j) {
+            static_for<Rows>([&](auto r) {
+                out[r * out_stride + n0 + j] = finish_row<Arch, GroupSize, Bits>(
+                    total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j, x_sum + r * groups,
+                    x + r * x_stride, chunks * W);
+            });
+        });
+    };
+    constexpr int Cols = QgemvF32Batch<Arch>::cols;
+    Index n = n_begin;
+    for (; n + Cols <= n_end; n += Cols) pass(std::integral_constant<int, Cols>{}, n);
+    for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n);
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE
