@@ -6,6 +6,8 @@
 //     load_linear, save_mlx_linear          AnyQuantizedLinear / Linear
 //   GgufFile                              GGUF import: metadata, F32/F16/BF16/     io/gguf.hpp
 //                                           Q4_0/Q4_1/Q8_0 tensors
+//   save_ternary_linear,                  a deployed BitNet layer (TernaryLinear)  io/ternary_checkpoint.hpp
+//     load_ternary_linear                   as packed I2 / TQ1 codes
 #pragma once
 
 #include "any_quantized_linear.hpp"
@@ -14,3 +16,4 @@
 #include "io/mlx_checkpoint.hpp"
 #include "io/safetensors.hpp"
 #include "io/safetensors_writer.hpp"
+#include "io/ternary_checkpoint.hpp"

@@ -1,7 +1,8 @@
 // lowbit for quantization-aware training only: FakeQuantize and observers, the STE functions, the
-// BitNet b1.58 quantizers and GroupFakeQuantize (with QuantizedMatrix, the format it trains for), and
-// the thread count; no inference kernels. Includes Eigen's Tensor module (the QAT functions take
-// tensors). <lowbit/lowbit.hpp> includes this and everything else.
+// BitNet b1.58 quantizers, BitLinear, GroupFakeQuantize (with QuantizedMatrix, the format it trains
+// for), and the thread count; no inference kernels but TernaryLinear's (BitLinear::deploy returns one).
+// Includes Eigen's Tensor module (the QAT functions take tensors). <lowbit/lowbit.hpp> includes this
+// and everything else.
 #pragma once
 
 #include "version.hpp"
@@ -12,3 +13,4 @@
 #include "ste.hpp"
 #include "bitnet.hpp"
 #include "group_fake_quantize.hpp"
+#include "bit_linear.hpp"

@@ -1,0 +1,254 @@
+// The packed ternary kernels (semantics.md A14, detail/ternary/): the TQ1 digit arithmetic over all 243
+// numbers, packing round trips over row tails, the SIMD raw sums of every instruction set this build has
+// (AVX-512 VNNI and AVX2 under -march=native; AVX2 alone under -march=haswell; none with
+// LOWBIT_FORCE_SCALAR) against the scalar reference, and the threaded matmul bit for bit against the
+// reference and against the float computation of the same integers, over M around the 4-row block, N
+// around the slices, K over chunk tails, per tensor and per group, I2 and TQ1, 1 and 2 threads.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <lowbit/detail/ternary/matmul_driver.hpp>
+#include <lowbit/ternary_linear.hpp>
+
+#include "support/compare.hpp"
+#include "support/random.hpp"
+#include "support/threads.hpp"
+
+namespace {
+
+using Eigen::Index;
+using lowbit::TernaryFormat;
+namespace ternary = lowbit::detail::ternary;
+
+lowbit::RowMatrixXi8 random_codes(std::mt19937_64& rng, Index rows, Index cols) {
+    std::uniform_int_distribution<int> code(-1, 1);
+    lowbit::RowMatrixXi8 codes(rows, cols);
+    for (Index i = 0; i < codes.size(); ++i) codes.data()[i] = static_cast<std::int8_t>(code(rng));
+    return codes;
+}
+
+/// Activation rows padded for `format`, codes in [-127, 127] (the extremes included).
+std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> random_x(std::mt19937_64& rng, TernaryFormat format,
+                                                                             Index M, Index K) {
+    const Index padded = ternary::padded_cols(format, K);
+    std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> x(static_cast<std::size_t>(M * padded), 0);
+    std::uniform_int_distribution<int> value(-127, 127);
+    for (Index m = 0; m < M; ++m)
+        for (Index k = 0; k < K; ++k)
+            x[static_cast<std::size_t>(m * padded + k)] = static_cast<std::int8_t>(k % 7 == 3 ? 127 : value(rng));
+    return x;
+}
+
+template <class Ops, TernaryFormat Format, bool PerGroup>
+void check_row_dots(std::uint64_t salt) {
+    auto rng = lowbit::test::make_rng(salt);
+    for (const Index K :
+         {Index{64}, Index{192}, Index{256}, Index{320}, Index{640}, Index{1024}, Index{1344}, Index{4096}}) {
+        const Index padded = ternary::padded_cols(Format, K), n_chunks = ternary::chunks(Format, K);
+        const auto codes = random_codes(rng, 1, K);
+        std::vector<std::uint8_t> row(static_cast<std::size_t>(ternary::row_bytes(Format, K)));
+        ternary::pack_row(Format, codes.data(), K, row.data());
+        const auto x = random_x(rng, Format, 4, K);
+        const Index stride = PerGroup ? padded / ternary::group_codes : 1;
+        std::vector<std::int32_t> expected(static_cast<std::size_t>(4 * stride)), actual(expected.size(), -7);
+        const std::int8_t* rows[4] = {x.data(), x.data() + padded, x.data() + 2 * padded, x.data() + 3 * padded};
+        for (int m = 0; m < 4; ++m)
+            ternary::reference::row_dots(Format, row.data(), padded, rows[m], PerGroup, expected.data() + m * stride);
+        lowbit::detail::ternary::kernels::row_dots<Ops, Format, PerGroup, 4>(row.data(), n_chunks, rows, actual.data(),
+                                                                             stride);
+        INFO("K = " << K);
+        CHECK(actual == expected);
+        std::vector<std::int32_t> single(static_cast<std::size_t>(stride));
+        lowbit::detail::ternary::kernels::row_dots<Ops, Format, PerGroup, 1>(row.data(), n_chunks, rows + 2,
+                                                                             single.data(), stride);
+        CHECK(std::vector<std::int32_t>(expected.begin() + 2 * stride, expected.begin() + 3 * stride) == single);
+    }
+}
+
+template <class Ops>
+void check_all_row_dots(std::uint64_t salt) {
+    check_row_dots<Ops, TernaryFormat::i2, false>(salt);
+    check_row_dots<Ops, TernaryFormat::i2, true>(salt + 1);
+    check_row_dots<Ops, TernaryFormat::tq1, false>(salt + 2);
+    check_row_dots<Ops, TernaryFormat::tq1, true>(salt + 3);
+}
+
+}  // namespace
+
+TEST_CASE("TQ1 digits: byte arithmetic reads all 243 numbers back", "[ternary][kernels]") {
+    const auto& table = ternary::tq1_number_of_memory_byte();
+    for (int v = 0; v < 243; ++v) {
+        const std::uint8_t q = ternary::tq1_memory_byte(v);
+        CHECK(table[q] == v);
+        int rest = v;
+        for (int s = 4; s >= 0; --s) {
+            CHECK(ternary::tq1_digit(q, s) == rest % 3);
+            rest /= 3;
+        }
+    }
+}
+
+TEST_CASE("Ternary packing: pack then unpack is the identity over row tails", "[ternary][kernels]") {
+    auto rng = lowbit::test::make_rng(1501);
+    for (const TernaryFormat format : {TernaryFormat::i2, TernaryFormat::tq1})
+        for (const Index K : {Index{1}, Index{5}, Index{63}, Index{64}, Index{255}, Index{256}, Index{257}, Index{319},
+                              Index{320}, Index{321}, Index{1000}}) {
+            const auto codes = random_codes(rng, 1, K);
+            std::vector<std::uint8_t> row(static_cast<std::size_t>(ternary::row_bytes(format, K)));
+            ternary::pack_row(format, codes.data(), K, row.data());
+            lowbit::RowMatrixXi8 back(1, K);
+            ternary::unpack_row(format, row.data(), K, back.data());
+            CHECK(back == codes);
+            // padding weights are t = 0 (digit 1)
+            for (Index k = K; k < ternary::padded_cols(format, K); ++k)
+                CHECK(ternary::packed_digit(format, row.data(), k) == 1);
+        }
+}
+
+TEST_CASE("Ternary activations: the token quantizer equals quantize_activations_int8", "[ternary][kernels]") {
+    auto rng = lowbit::test::make_rng(1505);
+    for (const Index K : {Index{1}, Index{15}, Index{16}, Index{17}, Index{100}, Index{1000}}) {
+        lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, 3, K);
+        for (Index k = 1; k < K; k += 2) x(0, k) = static_cast<float>(k % 11) - 5.5f;  // ties at .5: the scale is 1
+        x(0, 0) = -127.0f;
+        x.row(1).setZero();
+        const lowbit::Int8Activations expected = lowbit::quantize_activations_int8(x);
+        for (Index m = 0; m < 3; ++m) {
+            std::vector<std::int8_t> reference(static_cast<std::size_t>(K)), dispatched(static_cast<std::size_t>(K));
+            float reference_scale = 0.0f, dispatched_scale = 0.0f;
+            const std::int32_t reference_sum =
+                ternary::quantize_token_reference(&x(m, 0), K, reference.data(), reference_scale);
+            const std::int32_t sum = ternary::quantize_token(&x(m, 0), K, dispatched.data(), dispatched_scale);
+            std::int32_t expected_sum = 0;
+            for (Index k = 0; k < K; ++k) {
+                CHECK(reference[static_cast<std::size_t>(k)] == expected.codes(m, k));
+                CHECK(dispatched[static_cast<std::size_t>(k)] == expected.codes(m, k));
+                expected_sum += expected.codes(m, k);
+            }
+            CHECK(lowbit::test::same_bits(reference_scale, expected.scales(m)));
+            CHECK(lowbit::test::same_bits(dispatched_scale, expected.scales(m)));
+            CHECK(reference_sum == expected_sum);
+            CHECK(sum == expected_sum);
+        }
+    }
+}
+
+TEST_CASE("Ternary raw sums: SIMD kernels against the scalar reference", "[ternary][kernels]") {
+#if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
+    check_all_row_dots<lowbit::detail::simd::int8::avx512_vnni>(1510);
+#endif
+#if defined(LOWBIT_HAS_INT8_AVX2)
+    check_all_row_dots<lowbit::detail::simd::int8::avx2>(1520);
+#endif
+    SUCCEED("instruction sets of this build checked");
+}
+
+TEST_CASE("Ternary matmul: dispatched kernels bit for bit against the reference and the integers",
+          "[ternary][kernels][threads]") {
+    auto rng = lowbit::test::make_rng(1530);
+    for (const int threads : {1, 2}) {
+        const lowbit::test::ThreadCountGuard guard(threads);
+        for (const TernaryFormat format : {TernaryFormat::i2, TernaryFormat::tq1})
+            for (const bool per_tensor : {true, false})
+                for (const Index K : {Index{64}, Index{320}, Index{448}, Index{1024}})
+                    for (const Index M : {Index{1}, Index{2}, Index{3}, Index{4}, Index{5}, Index{8}, Index{11}})
+                        for (const Index N : {Index{1}, Index{7}, Index{33}}) {
+                            INFO("threads " << threads << ", format " << lowbit::ternary_format_name(format)
+                                            << ", per_tensor " << per_tensor << ", M " << M << ", N " << N << ", K "
+                                            << K);
+                            const lowbit::RowMatrixXf w = lowbit::test::random_weights(rng, N, K);
+                            const lowbit::TernaryWeights tw =
+                                per_tensor ? lowbit::quantize_ternary_per_tensor(w) : lowbit::quantize_ternary(w, 64);
+                            Eigen::VectorXf bias = Eigen::VectorXf::Random(N);
+                            const lowbit::TernaryLinear layer(tw, bias, format);
+                            lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, M, K);
+                            if (M > 2) x.row(2).setZero();  // all-zero token: scale 1, codes 0
+                            const lowbit::RowMatrixXf y = layer.forward(x);
+
+                            const auto act =
+                                ternary::prepare_activations(x.data(), K, M, K, format, !per_tensor, "test");
+                            lowbit::RowMatrixXf expected(M, N);
+                            ternary::reference::ternary_matmul(layer.view(), act, expected.data(), N);
+                            CHECK(lowbit::test::first_matrix_difference(y, expected) == -1);
+
+                            // The same integers from the unpacked codes, and the float computation of them.
+                            const lowbit::Int8Activations xq = lowbit::quantize_activations_int8(x);
+                            const Index groups = per_tensor ? 1 : K / 64, width = K / groups;
+                            for (Index m = 0; m < M; ++m)
+                                for (Index n = 0; n < N; ++n) {
+                                    std::vector<std::int32_t> isum(static_cast<std::size_t>(groups), 0);
+                                    double exact = 0.0;
+                                    for (Index k = 0; k < K; ++k) {
+                                        isum[static_cast<std::size_t>(k / width)] += tw.codes(n, k) * xq.codes(m, k);
+                                        const float gamma = per_tensor ? tw.scales(0, 0) : tw.scales(n, k / width);
+                                        exact +=
+                                            static_cast<double>(tw.codes(n, k)) * gamma * xq.codes(m, k) * xq.scales(m);
+                                    }
+                                    const float from_integers =
+                                        per_tensor ? ternary::ternary_output_per_tensor(isum[0], tw.scales(0, 0),
+                                                                                        xq.scales(m), bias(n))
+                                                   : ternary::ternary_output_per_group(isum.data(), &tw.scales(n, 0),
+                                                                                       groups, xq.scales(m), bias(n));
+                                    CHECK(lowbit::test::same_bits(y(m, n), from_integers));
+                                    exact += bias(n);
+                                    double magnitude = std::fabs(static_cast<double>(bias(n)));
+                                    for (Index k = 0; k < K; ++k)
+                                        magnitude += std::fabs(static_cast<double>(xq.codes(m, k))) * xq.scales(m) *
+                                                     (per_tensor ? tw.scales(0, 0) : tw.scales(n, k / width));
+                                    CHECK(std::fabs(y(m, n) - exact) <= 4.0 * (groups + 2) * 6e-8 * magnitude + 1e-30);
+                                }
+                        }
+    }
+}
+
+TEST_CASE("Ternary matmul: several thread ranges give the one-thread bits", "[ternary][kernels][threads]") {
+    // K = 4096 makes the driver's grain 256 rows (I2: 1024 bytes a row) or 315 rows (TQ1: 832 bytes);
+    // N = 700 then splits into two ranges at 2 threads, each walked in slices of 128 or 157 rows.
+    auto rng = lowbit::test::make_rng(1535);
+    const Index N = 700, K = 4096;
+    const lowbit::RowMatrixXf w = lowbit::test::random_weights(rng, N, K);
+    const lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, 6, K);
+    for (const TernaryFormat format : {TernaryFormat::i2, TernaryFormat::tq1})
+        for (const bool per_tensor : {true, false}) {
+            const lowbit::TernaryLinear layer(
+                per_tensor ? lowbit::quantize_ternary_per_tensor(w) : lowbit::quantize_ternary(w, 64), std::nullopt,
+                format);
+            lowbit::RowMatrixXf one_thread, two_threads;
+            {
+                const lowbit::test::ThreadCountGuard guard(1);
+                one_thread = layer.forward(x);
+            }
+            {
+                const lowbit::test::ThreadCountGuard guard(2);
+                two_threads = layer.forward(x);
+            }
+            const auto act = ternary::prepare_activations(x.data(), K, x.rows(), K, format, !per_tensor, "test");
+            lowbit::RowMatrixXf expected(x.rows(), N);
+            ternary::reference::ternary_matmul(layer.view(), act, expected.data(), N);
+            INFO("format " << lowbit::ternary_format_name(format) << ", per_tensor " << per_tensor);
+            CHECK(lowbit::test::first_matrix_difference(one_thread, expected) == -1);
+            CHECK(lowbit::test::first_matrix_difference(two_threads, expected) == -1);
+        }
+}
+
+TEST_CASE("Ternary matmul: the kernel path is recorded", "[ternary][kernels]") {
+#if defined(LOWBIT_RECORD_KERNEL_PATHS)
+    using lowbit::detail::KernelOp;
+    using lowbit::detail::KernelPath;
+    const unsigned expected = static_cast<unsigned>(
+        std::is_same_v<lowbit::detail::dispatch_int8_ops, void> ? KernelPath::reference : KernelPath::simd);
+    lowbit::detail::reset_recorded_paths();
+    auto rng = lowbit::test::make_rng(1540);
+    const lowbit::TernaryLinear layer(lowbit::quantize_ternary_per_tensor(lowbit::test::random_weights(rng, 5, 128)));
+    (void)layer.forward(lowbit::test::random_weights(rng, 1, 128));
+    (void)layer.forward(lowbit::test::random_weights(rng, 3, 128));
+    CHECK(lowbit::detail::recorded_paths(KernelOp::ternary_gemv) == expected);
+    CHECK(lowbit::detail::recorded_paths(KernelOp::ternary_gemm) == expected);
+#else
+    SUCCEED("kernel paths are not recorded in this build");
+#endif
+}
