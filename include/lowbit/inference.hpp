@@ -1,5 +1,6 @@
 // lowbit for inference only: QuantizedMatrix, quantize / dequantize, QuantizedLinear, quantized_matmul
-// (MLX's affine format) and the thread count. Includes neither the QAT headers nor Eigen's Tensor
+// (MLX's affine format), TernaryLinear (deployed BitNet b1.58), the post-training quantizers that
+// produce that format (ptq.hpp) and the thread count. Includes neither the QAT headers nor Eigen's Tensor
 // module (QuantizedLinear::forward still takes an Eigen::Tensor when you include that module yourself).
 // <lowbit/lowbit.hpp> includes this and everything else.
 #pragma once
@@ -10,3 +11,5 @@
 #include "formats/mlx_affine.hpp"
 #include "quantized_matrix.hpp"
 #include "quantized_linear.hpp"
+#include "ternary_linear.hpp"
+#include "ptq.hpp"

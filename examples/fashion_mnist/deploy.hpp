@@ -1,0 +1,70 @@
+// The Fashion-MNIST example's deployment: the trained float weights converted to lowbit::QuantizedLinear
+// by MLX's round-to-nearest or one of lowbit's post-training quantizers (lowbit/ptq.hpp), and the
+// deployed model's predictions with float or int8 activations.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <lowbit/lowbit.hpp>
+#include <lowbit/ptq.hpp>
+
+#include "model.hpp"
+
+namespace fashion_mnist {
+
+enum class PtqMethod { rtn, clip, hqq, gptq };
+
+inline const char* method_name(PtqMethod method) {
+    switch (method) {
+        case PtqMethod::clip: return "PTQ clip";
+        case PtqMethod::hqq: return "PTQ HQQ";
+        case PtqMethod::gptq: return "PTQ GPTQ";
+        case PtqMethod::rtn: break;
+    }
+    return "PTQ RTN";
+}
+
+/// The model's layers as QuantizedLinear<64, Bits>, quantized by `method`. The calibrated methods (clip
+/// search weighted by the mean square of each input, GPTQ) see each layer's inputs on `calibration`
+/// (training images) as the already quantized layers before it produce them.
+template <int Bits>
+std::vector<lowbit::QuantizedLinear<group_size, Bits>> deploy(const Mlp& model, PtqMethod method,
+                                                              const RowMatrix& calibration) {
+    std::vector<lowbit::QuantizedLinear<group_size, Bits>> deployed;
+    RowMatrix inputs = calibration;
+    for (int l = 0; l < layers; ++l) {
+        const Dense& d = model.dense[l];
+        lowbit::QuantizedMatrix<group_size, Bits> weight;
+        switch (method) {
+            case PtqMethod::rtn: weight = lowbit::quantize<group_size, Bits>(d.weight); break;
+            case PtqMethod::clip:
+                weight = lowbit::clip_search<group_size, Bits>(d.weight, lowbit::channel_weights_from_calibration(inputs));
+                break;
+            case PtqMethod::hqq: weight = lowbit::hqq<group_size, Bits>(d.weight); break;
+            case PtqMethod::gptq: weight = lowbit::gptq<group_size, Bits>(d.weight, inputs); break;
+        }
+        deployed.emplace_back(std::move(weight), Eigen::VectorXf(d.bias));
+        if (l + 1 < layers && method != PtqMethod::rtn && method != PtqMethod::hqq)
+            inputs = relu(deployed.back().forward(inputs));
+    }
+    return deployed;
+}
+
+/// Predictions of deployed layers on x. `activations` (may be null) fake-quantizes each layer's input as
+/// QAT did; `kernel_activations` is what the packed matmul does with x (f32, or int8 per row: issue 12).
+template <int Bits>
+std::vector<int> deployed_predictions(const std::vector<lowbit::QuantizedLinear<group_size, Bits>>& deployed,
+                                      const RowMatrix& x, const Quantization* activations,
+                                      lowbit::Activations kernel_activations = lowbit::Activations::f32) {
+    RowMatrix input = x;
+    for (int l = 0; l < layers; ++l) {
+        const RowMatrix a = activations != nullptr ? activations->activation(l, input, false) : input;
+        RowMatrix z = deployed[l].forward(a, kernel_activations);
+        input = l + 1 < layers ? relu(z) : z;
+    }
+    return argmax_rows(input);
+}
+
+}  // namespace fashion_mnist

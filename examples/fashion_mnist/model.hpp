@@ -1,0 +1,176 @@
+// The Fashion-MNIST example's model: an MLP 784(+48 zero)-256-128-10 with ReLU, its forward pass under a
+// Quantization (fake-quantized weights and activations), and minibatch Adam training with the
+// quantizers' straight-through estimators. Plain Eigen.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <lowbit/lowbit.hpp>
+
+#include "../fashion_mnist_data.hpp"
+
+namespace fashion_mnist {
+
+using Vector = Eigen::VectorXf;
+
+constexpr int padded_features = 832;  // 784 pixels + 48 zero features: 13 groups of 64
+constexpr int group_size = 64;
+constexpr std::array<int, 4> layer_widths = {padded_features, 256, 128, classes};
+constexpr int layers = 3;
+
+struct Dense {
+    RowMatrix weight;  ///< [out, in]
+    Vector bias;       ///< [out]
+    RowMatrix weight_m, weight_v;  ///< Adam moments
+    Vector bias_m, bias_v;
+};
+
+struct Mlp {
+    std::array<Dense, layers> dense;
+};
+
+Mlp initial_mlp(std::mt19937_64& rng) {
+    Mlp model;
+    for (int l = 0; l < layers; ++l) {
+        const int in = layer_widths[l], out = layer_widths[l + 1];
+        std::normal_distribution<float> he(0.0f, std::sqrt(2.0f / static_cast<float>(l == 0 ? pixels : in)));
+        Dense& d = model.dense[l];
+        d.weight.resize(out, in);
+        for (int r = 0; r < out; ++r)
+            for (int c = 0; c < in; ++c) d.weight(r, c) = he(rng);
+        d.bias = Vector::Zero(out);
+        d.weight_m = RowMatrix::Zero(out, in);
+        d.weight_v = RowMatrix::Zero(out, in);
+        d.bias_m = Vector::Zero(out);
+        d.bias_v = Vector::Zero(out);
+    }
+    return model;
+}
+
+/// How a training run sees its weights and activations. Empty functions mean float (identity).
+struct Quantization {
+    std::string name;
+    /// Effective weight used in the forward pass, and the gradient map back to the float weight (STE).
+    std::function<RowMatrix(int layer, const RowMatrix& weight)> weight;
+    std::function<RowMatrix(int layer, const RowMatrix& grad, const RowMatrix& weight)> weight_grad;
+    /// Quantized input of `layer`; `observe` is true while training (observers update), false in evaluation.
+    std::function<RowMatrix(int layer, const RowMatrix& input, bool observe)> activation;
+    std::function<RowMatrix(int layer, const RowMatrix& grad, const RowMatrix& input)> activation_grad;
+};
+
+RowMatrix relu(const RowMatrix& z) { return z.cwiseMax(0.0f); }
+
+/// Logits of `model` on `x` as training sees it (fake-quantized weights and activations, float matmul).
+RowMatrix logits(const Mlp& model, const Quantization& q, const RowMatrix& x) {
+    RowMatrix input = x;
+    for (int l = 0; l < layers; ++l) {
+        const RowMatrix a = q.activation ? q.activation(l, input, false) : input;
+        const RowMatrix w = q.weight ? q.weight(l, model.dense[l].weight) : model.dense[l].weight;
+        RowMatrix z = a * w.transpose();
+        z.rowwise() += model.dense[l].bias.transpose();
+        input = l + 1 < layers ? relu(z) : z;
+    }
+    return input;
+}
+
+std::vector<int> argmax_rows(const RowMatrix& scores) {
+    std::vector<int> predicted(scores.rows());
+    for (Eigen::Index r = 0; r < scores.rows(); ++r) scores.row(r).maxCoeff(&predicted[r]);
+    return predicted;
+}
+
+double accuracy(const std::vector<int>& predicted, const std::vector<int>& labels) {
+    std::size_t correct = 0;
+    for (std::size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
+    return static_cast<double>(correct) / static_cast<double>(labels.size());
+}
+
+struct TrainSettings {
+    int epochs;
+    float learning_rate;
+    int batch = 128;
+};
+
+void adam_step(Dense& d, const RowMatrix& weight_grad, const Vector& bias_grad, float learning_rate, int step) {
+    constexpr float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+    const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+    const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+    const float step_size = learning_rate * std::sqrt(correction2) / correction1;
+    d.weight_m = beta1 * d.weight_m + (1 - beta1) * weight_grad;
+    d.weight_v = beta2 * d.weight_v + (1 - beta2) * weight_grad.cwiseAbs2();
+    d.weight.array() -= step_size * d.weight_m.array() / (d.weight_v.array().sqrt() + epsilon);
+    d.bias_m = beta1 * d.bias_m + (1 - beta1) * bias_grad;
+    d.bias_v = beta2 * d.bias_v + (1 - beta2) * bias_grad.cwiseAbs2();
+    d.bias.array() -= step_size * d.bias_m.array() / (d.bias_v.array().sqrt() + epsilon);
+}
+
+/// Minibatch Adam on softmax cross-entropy with a cosine learning-rate decay; gradients flow through
+/// the quantizers by their straight-through estimators.
+void train(Mlp& model, const Quantization& q, const Split& data, const TrainSettings& settings,
+           std::mt19937_64& rng) {
+    const int count = static_cast<int>(data.images.rows());
+    std::vector<int> order(count);
+    std::iota(order.begin(), order.end(), 0);
+    const int batches_per_epoch = (count + settings.batch - 1) / settings.batch;
+    const int total_steps = batches_per_epoch * settings.epochs;
+    int step = 0;
+    for (auto& d : model.dense) {  // fresh optimizer state for every run
+        d.weight_m.setZero(); d.weight_v.setZero(); d.bias_m.setZero(); d.bias_v.setZero();
+    }
+    for (int epoch = 0; epoch < settings.epochs; ++epoch) {
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int first = 0; first < count; first += settings.batch) {
+            const int size = std::min(settings.batch, count - first);
+            RowMatrix x(size, padded_features);
+            for (int i = 0; i < size; ++i) x.row(i) = data.images.row(order[first + i]);
+
+            std::array<RowMatrix, layers> inputs, quantized_inputs, weights, pre_activations;
+            inputs[0] = x;
+            for (int l = 0; l < layers; ++l) {
+                quantized_inputs[l] = q.activation ? q.activation(l, inputs[l], true) : inputs[l];
+                weights[l] = q.weight ? q.weight(l, model.dense[l].weight) : model.dense[l].weight;
+                pre_activations[l] = quantized_inputs[l] * weights[l].transpose();
+                pre_activations[l].rowwise() += model.dense[l].bias.transpose();
+                if (l + 1 < layers) inputs[l + 1] = relu(pre_activations[l]);
+            }
+            // Softmax cross-entropy gradient with respect to the logits, averaged over the batch.
+            RowMatrix grad = pre_activations[layers - 1];
+            for (int i = 0; i < size; ++i) {
+                auto row = grad.row(i);
+                row.array() -= row.maxCoeff();
+                row = row.array().exp().matrix();
+                row /= row.sum();
+                row(data.labels[order[first + i]]) -= 1.0f;
+            }
+            grad /= static_cast<float>(size);
+
+            ++step;
+            const float progress = static_cast<float>(step) / static_cast<float>(total_steps);
+            const float learning_rate = settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
+            for (int l = layers - 1; l >= 0; --l) {
+                const RowMatrix effective_weight_grad = grad.transpose() * quantized_inputs[l];
+                const Vector bias_grad = grad.colwise().sum().transpose();
+                RowMatrix input_grad;
+                if (l > 0) input_grad = grad * weights[l];
+                const RowMatrix weight_grad =
+                    q.weight_grad ? q.weight_grad(l, effective_weight_grad, model.dense[l].weight) : effective_weight_grad;
+                adam_step(model.dense[l], weight_grad, bias_grad, learning_rate, step);
+                if (l > 0) {
+                    if (q.activation_grad) input_grad = q.activation_grad(l, input_grad, inputs[l]);
+                    grad = input_grad.array() * (pre_activations[l - 1].array() > 0.0f).cast<float>();
+                }
+            }
+        }
+    }
+}
+
+}  // namespace fashion_mnist

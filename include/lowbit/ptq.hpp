@@ -1,0 +1,18 @@
+// Post-training quantization beyond MLX's round-to-nearest (docs/numerics.md, semantics A13). Every
+// method returns an ordinary MLX-format QuantizedMatrix (same packing, w = s * q + b, loadable by MLX);
+// only the choice of codes, scales and biases differs. quantize (quantized_matrix.hpp) stays the
+// bit-exact default.
+//
+//   clip_search  ptq/clip_search.hpp     per-group range search, squared error (optionally per-channel weighted)
+//   hqq          ptq/hqq.hpp             half-quadratic bias optimisation, lp error (p < 1), no data
+//   gptq         ptq/gptq.hpp            output error on calibration inputs, Cholesky error feedback
+//   allocate_bits ptq/bit_allocation.hpp (bits, group size) per layer for a target bits per weight
+//
+// Options for all of them: ptq/options.hpp.
+#pragma once
+
+#include "ptq/options.hpp"
+#include "ptq/clip_search.hpp"
+#include "ptq/hqq.hpp"
+#include "ptq/gptq.hpp"
+#include "ptq/bit_allocation.hpp"

@@ -1,0 +1,226 @@
+// gptq: MLX-format quantization that minimises the layer's output error on calibration inputs,
+// ||X W^T - X W_hat^T||^2, by GPTQ (Frantar et al., "GPTQ: Accurate Post-Training Quantization for
+// Generative Pre-trained Transformers", 2022): columns are quantized in order and each column's rounding
+// error is spread over the columns not yet quantized through the upper Cholesky factor U of H^-1,
+// H = 2 X^T X / samples + damping.
+//
+//   for each block of B columns [i1, i2):            (lazy: the rest of W is updated once per block)
+//       for j in [i1, i2):
+//           if j starts a group: s, b per row from W[:, j : j+G] (MLX's min-max rule, or clip search)
+//           q = code(W[:, j]); e = (W[:, j] - w_hat) / U[j, j]
+//           W[:, j+1 : i2] -= e U[j, j+1 : i2];  E[:, j - i1] = e
+//       W[:, i2 :] -= E U[i1 : i2, i2 :]             (one GEMM)
+//
+// No act-order: GPTQ's reordering of columns by decreasing H[j, j] would need a column permutation that
+// MLX's format cannot express (a runtime would have to permute the activations), so columns go in order.
+// Inputs that never fire (H[j, j] = 0) get H[j, j] = 1 and their weights set to 0 before quantizing
+// (they meet zero inputs, so the output does not change). U is computed without inverting H: with P the
+// reversal permutation and P H P = L L^T, U = P L^-1 P.
+#pragma once
+
+#include "../detail/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+
+#include "../detail/mlx_affine/quantize.hpp"
+#include "../detail/ptq/group_fit.hpp"
+#include "../quantized_matrix.hpp"
+#include "clip_search.hpp"
+#include "options.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+
+/// What gptq did beyond the result.
+struct GptqReport {
+    float damping = 0;           ///< the relative damping used (options.damping, or raised after a failed Cholesky)
+    int dead_inputs = 0;         ///< inputs with H[j, j] = 0 (weights zeroed)
+    int rows_kept_rtn = 0;       ///< rows where RTN's output error was lower and RTN's row was kept
+    double output_error = 0;     ///< sum over rows of ||X (w - w_hat)||^2 / samples of the result (when computed)
+    double rtn_output_error = 0; ///< the same for MLX's RTN (when computed)
+};
+
+namespace detail::ptq {
+
+inline void check_options(const char* function, const GptqOptions& options) {
+    if (!(options.damping >= 0.0f && std::isfinite(options.damping)))
+        throw std::invalid_argument(std::string(function) + ": GptqOptions::damping = " + float_text(options.damping) +
+                                    " must be finite and >= 0");
+    if (options.block_size < 1)
+        throw std::invalid_argument(std::string(function) + ": GptqOptions::block_size = " +
+                                    std::to_string(options.block_size) + " must be >= 1");
+    if (options.damping_retries < 0)
+        throw std::invalid_argument(std::string(function) + ": GptqOptions::damping_retries = " +
+                                    std::to_string(options.damping_retries) + " must be >= 0");
+    if (options.clip_groups) check_options(function, options.clip);
+}
+
+/// H = 2 X^T X / samples [in, in] (full symmetric), x already checked.
+template <class Derived>
+Eigen::MatrixXf gptq_hessian(const Eigen::MatrixBase<Derived>& x) {
+    const Eigen::MatrixXf xt = x.transpose().template cast<float>();
+    Eigen::MatrixXf h = Eigen::MatrixXf::Zero(x.cols(), x.cols());
+    h.selfadjointView<Eigen::Lower>().rankUpdate(xt, 2.0f / static_cast<float>(x.rows()));
+    h.triangularView<Eigen::StrictlyUpper>() = h.transpose();
+    return h;
+}
+
+/// Per row r, ||X (a_r - b_r)||^2 / samples for weight matrices a, b [out, in].
+inline Eigen::VectorXd row_output_errors(const Eigen::Ref<const Eigen::MatrixXf>& x, const Eigen::MatrixXf& difference) {
+    const Eigen::MatrixXf outputs = difference * x.transpose();  // [out, samples]
+    return outputs.cast<double>().rowwise().squaredNorm() / static_cast<double>(x.rows());
+}
+
+/// GPTQ on weights [out, in] with H [in, in] (undamped); x [samples, in] for the RTN comparison (may be
+/// empty: then the comparison is skipped). Arguments already checked.
+template <int GroupSize, int Bits>
+QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
+                                                   const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>& weights,
+                                                   Eigen::MatrixXf h, const Eigen::Ref<const Eigen::MatrixXf>& x,
+                                                   const GptqOptions& options, GptqReport* report) {
+    QuantizedMatrix<GroupSize, Bits> rtn = quantize_named<GroupSize, Bits>(function, weights);
+    const Eigen::Index rows = weights.rows(), cols = weights.cols();
+    GptqReport found;
+    Eigen::MatrixXf work = weights;  // column-major: GPTQ walks columns
+    for (Eigen::Index j = 0; j < cols; ++j)
+        if (h(j, j) == 0.0f) {
+            h(j, j) = 1.0f;
+            work.col(j).setZero();
+            ++found.dead_inputs;
+        }
+    const float mean_diagonal = h.diagonal().mean();
+    // U = P L^-1 P with P H P = L L^T (P: reversal): the upper Cholesky factor of H^-1.
+    Eigen::MatrixXf upper;
+    float damping = options.damping;
+    for (int attempt = 0;; ++attempt) {
+        Eigen::MatrixXf reversed = h.reverse();
+        reversed.diagonal().array() += damping * mean_diagonal;
+        Eigen::LLT<Eigen::MatrixXf> cholesky(reversed);
+        bool ok = cholesky.info() == Eigen::Success;
+        if (ok) {
+            Eigen::MatrixXf inverse = Eigen::MatrixXf::Identity(cols, cols);
+            cholesky.matrixL().solveInPlace(inverse);
+            upper = inverse.reverse();
+            ok = upper.allFinite() && (upper.diagonal().array() > 0.0f).all();
+        }
+        if (ok) break;
+        if (attempt >= options.damping_retries)
+            throw std::invalid_argument(std::string(function) + ": H = 2 X^T X / samples is not positive definite even "
+                                        "with damping = " + float_text(damping) + " (relative to mean diag H = " +
+                                        float_text(mean_diagonal) + ")");
+        damping = damping > 0.0f ? damping * 10.0f : 1e-4f;
+    }
+    found.damping = damping;
+
+    QuantizedMatrix<GroupSize, Bits> result;
+    result.codes.resize(rows, rtn.codes.cols());
+    result.scales.resize(rows, cols / GroupSize);
+    result.biases.resize(rows, cols / GroupSize);
+    Eigen::Matrix<std::int32_t, Eigen::Dynamic, Eigen::Dynamic> codes(rows, cols);
+    Eigen::MatrixXf dequantized(rows, cols);
+    const Eigen::Index block = (std::max<Eigen::Index>(options.block_size, GroupSize) + GroupSize - 1) / GroupSize * GroupSize;
+    Eigen::MatrixXf errors(rows, block);
+    std::vector<float> group_values(GroupSize);
+    std::vector<std::int32_t> group_codes(GroupSize);
+    for (Eigen::Index i1 = 0; i1 < cols; i1 += block) {
+        const Eigen::Index i2 = std::min(cols, i1 + block);
+        for (Eigen::Index j = i1; j < i2; ++j) {
+            if (j % GroupSize == 0) {
+                const Eigen::Index g = j / GroupSize;
+                for (Eigen::Index r = 0; r < rows; ++r) {
+                    float low = work(r, j), high = work(r, j);
+                    for (Eigen::Index k = 1; k < GroupSize; ++k) {
+                        low = std::min(low, work(r, j + k));
+                        high = std::max(high, work(r, j + k));
+                    }
+                    auto [scale, bias] = group_scale_bias<Bits>(low, high);
+                    if (options.clip_groups) {
+                        for (Eigen::Index k = 0; k < GroupSize; ++k) group_values[k] = work(r, j + k);
+                        clip_search_group<Bits, GroupSize>(group_values.data(), nullptr, options.clip, scale, bias,
+                                                           group_codes.data());
+                    }
+                    if (!(std::isfinite(low) && std::isfinite(high) && group_levels_finite<Bits>(scale, bias)))
+                        throw std::invalid_argument(std::string(function) + ": row " + std::to_string(r) + ", group " +
+                                                    std::to_string(g) + ": the error-updated weights span [" +
+                                                    float_text(low) + ", " + float_text(high) +
+                                                    "], a range too wide for float levels");
+                    result.scales(r, g) = scale;
+                    result.biases(r, g) = bias;
+                }
+            }
+            const Eigen::Index g = j / GroupSize;
+            const float pivot = upper(j, j);
+            for (Eigen::Index r = 0; r < rows; ++r) {
+                const float scale = result.scales(r, g), bias = result.biases(r, g);
+                const float q = group_code<Bits>(work(r, j), scale, bias);
+                const float level = scale * q + bias;
+                codes(r, j) = static_cast<std::int32_t>(q);
+                dequantized(r, j) = level;
+                errors(r, j - i1) = (work(r, j) - level) / pivot;
+            }
+            if (j + 1 < i2)
+                work.middleCols(j + 1, i2 - j - 1).noalias() -=
+                    errors.col(j - i1) * upper.row(j).segment(j + 1, i2 - j - 1);
+        }
+        if (i2 < cols)
+            work.rightCols(cols - i2).noalias() -=
+                errors.leftCols(i2 - i1) * upper.block(i1, i2, i2 - i1, cols - i2);
+    }
+    std::vector<std::int32_t> row_codes(static_cast<std::size_t>(cols));
+    for (Eigen::Index r = 0; r < rows; ++r) {
+        for (Eigen::Index c = 0; c < cols; ++c) row_codes[static_cast<std::size_t>(c)] = codes(r, c);
+        pack_row_codes<Bits>(row_codes.data(), static_cast<std::size_t>(cols), &result.codes(r, 0));
+    }
+    if (options.keep_better_of_rtn && x.rows() > 0) {
+        const Eigen::MatrixXf original = weights;
+        const Eigen::VectorXd gptq_errors = row_output_errors(x, original - dequantized);
+        const Eigen::VectorXd rtn_errors = row_output_errors(x, original - Eigen::MatrixXf(dequantize(rtn)));
+        for (Eigen::Index r = 0; r < rows; ++r) {
+            found.rtn_output_error += rtn_errors(r);
+            if (rtn_errors(r) < gptq_errors(r)) {
+                result.codes.row(r) = rtn.codes.row(r);
+                result.scales.row(r) = rtn.scales.row(r);
+                result.biases.row(r) = rtn.biases.row(r);
+                found.output_error += rtn_errors(r);
+                ++found.rows_kept_rtn;
+            } else {
+                found.output_error += gptq_errors(r);
+            }
+        }
+    }
+    if (report != nullptr) *report = found;
+    return result;
+}
+
+}  // namespace detail::ptq
+
+/// Quantizes w [out, in] into MLX's format by GPTQ with calibration inputs x [samples, in] (the inputs
+/// the layer sees; float, any dense expression): minimises ||X W^T - X W_hat^T||^2 (see the top of this
+/// file; options in ptq/options.hpp). With options.keep_better_of_rtn (default) every row's output error
+/// on x is at most MLX RTN's. `report`, when given, receives the damping used and the errors.
+/// Throws std::invalid_argument for what quantize refuses, x of the wrong width, without rows or with a
+/// NaN/Inf (naming row and column), bad options, or an H that stays indefinite after
+/// options.damping_retries increases of the damping (x10 each).
+template <int GroupSize = 64, int Bits = 4, class DerivedW, class DerivedX>
+QuantizedMatrix<GroupSize, Bits> gptq(const Eigen::MatrixBase<DerivedW>& w, const Eigen::MatrixBase<DerivedX>& x,
+                                      const GptqOptions& options = {}, GptqReport* report = nullptr) {
+    static_assert(std::is_same_v<typename DerivedW::Scalar, float> && std::is_same_v<typename DerivedX::Scalar, float>,
+                  "lowbit::gptq takes float matrices");
+    constexpr const char* function = "lowbit::gptq";
+    detail::ptq::check_options(function, options);
+    const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
+    detail::quantize_named<GroupSize, Bits>(function, weights.topRows(std::min<Eigen::Index>(weights.rows(), 1)));
+    detail::ptq::require_calibration(function, x, weights.cols(), 1);
+    const Eigen::MatrixXf inputs = x;
+    return detail::ptq::gptq_with_hessian<GroupSize, Bits>(function, weights, detail::ptq::gptq_hessian(inputs), inputs,
+                                                           options, report);
+}
+
+LOWBIT_END_NAMESPACE
