@@ -1,15 +1,23 @@
-// lowbit's quantized inference rows: quantize, and quantized_matmul at the shared matmul shapes beside
-// Eigen fp32 on the same shape (ratio = Eigen's median / ours, so above 1 is faster than Eigen).
+// lowbit's quantized inference rows: quantize (against the scalar reference rule, split over the same
+// threads), and quantized_matmul at the shared matmul shapes beside Eigen fp32 on the same shape (ratio =
+// Eigen's median / ours, so above 1 is faster than Eigen). The int8-activation rows ("... lowbit int8",
+// docs/numerics.md N11) are compared with the exact row of the same shape. M > 1 rows also print their
+// fraction of the peak arithmetic row of their kind (cases_peak.cpp): `peak f32 fma` for the exact path,
+// `peak int8 dot` for the int8 one (GOP/s in the GFLOP/s column, 2 operations per multiply-add).
 //
 // For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which
 // stays in L3) and the memory-bound one ("dram") rotates over copies totalling at least 256 MiB, so every
 // repetition streams its weights from memory; its bandwidth fraction is against "bandwidth read dram".
 // Bytes counted: packed codes + scales + biases + x + out.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <lowbit/lowbit.hpp>
+#include <lowbit/detail/mlx_affine/packing.hpp>
+#include <lowbit/detail/mlx_affine/quantize.hpp>
+#include <lowbit/detail/threading/parallel.hpp>
 
 #include "harness.hpp"
 #include "shapes.hpp"
@@ -33,14 +41,45 @@ QuantizedMatrix<GroupSize, Bits> random_quantized(int rows, int cols) {
     return quantize<GroupSize, Bits>(RowMatrixXf::Random(rows, cols));
 }
 
+/// The scalar reference of quantize: MLX's rule group by group (detail::reference::quantize_group) and
+/// the scalar packer, rows split over threads as quantize splits them.
 template <int GroupSize, int Bits>
-void add_quantize_case(Registry& registry, int threads) {
+void reference_quantize(const RowMatrixXf& w, QuantizedMatrix<GroupSize, Bits>& q) {
+    const Eigen::Index groups = w.cols() / GroupSize;
+    lowbit::detail::parallel_for(static_cast<std::size_t>(w.rows()), 16, [&](std::size_t begin, std::size_t end) {
+        std::vector<std::int32_t> codes(static_cast<std::size_t>(w.cols()));
+        for (auto row = static_cast<Eigen::Index>(begin); row < static_cast<Eigen::Index>(end); ++row) {
+            for (Eigen::Index g = 0; g < groups; ++g) {
+                const auto [scale, bias] = lowbit::detail::reference::quantize_group<Bits>(
+                    &w(row, g * GroupSize), GroupSize, codes.data() + g * GroupSize);
+                q.scales(row, g) = scale;
+                q.biases(row, g) = bias;
+            }
+            lowbit::detail::kernels::pack_codes<Bits>(codes.data(), codes.size(), &q.codes(row, 0));
+        }
+    });
+}
+
+template <int GroupSize, int Bits>
+void add_quantize_cases(Registry& registry, int threads) {
     constexpr int n = 4096, k = 4096;
     Case c;
     c.name = "quantize " + tag<GroupSize, Bits>();
     c.shape = "N=" + std::to_string(n) + " K=" + std::to_string(k);
     c.threads = threads;
     c.bytes = 4.0 * n * k + double(n) * k * Bits / 8.0 + 8.0 * n * k / GroupSize;
+    Case reference = c;
+    reference.name = c.name + " reference";
+    reference.prepare = []() -> Runner {
+        auto w = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(n, k));
+        auto q = std::make_shared<QuantizedMatrix<GroupSize, Bits>>(quantize<GroupSize, Bits>(*w));
+        return [w, q] {
+            reference_quantize(*w, *q);
+            keep(q->codes.data());
+        };
+    };
+    registry.add(std::move(reference));
+    c.baseline = c.name + " reference";
     c.prepare = []() -> Runner {
         auto w = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(n, k));
         return [w] {
@@ -62,6 +101,7 @@ void add_matmul_cases(Registry& registry, int threads) {
         c.bytes = packed_bytes<GroupSize, Bits>(shape);
         c.baseline = eigen_matmul_name;
         c.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
+        c.peak_of = shape.m == 1 ? "" : peak_f32_fma_name;
         c.slow = shape.slow();
         c.prepare = [shape]() -> Runner {
             auto q = std::make_shared<QuantizedMatrix<GroupSize, Bits>>(random_quantized<GroupSize, Bits>(shape.n, shape.k));
@@ -70,24 +110,42 @@ void add_matmul_cases(Registry& registry, int threads) {
         };
         registry.add(c);
 
-        if (shape.m != 1) continue;
-        Case dram = c;
-        dram.name = "qmatmul " + tag<GroupSize, Bits>() + " lowbit dram";
-        dram.bandwidth_of = "bandwidth read dram";
-        dram.prepare = [shape]() -> Runner {
-            const auto one = random_quantized<GroupSize, Bits>(shape.n, shape.k);
-            const double weight_bytes = packed_bytes<GroupSize, Bits>(MatmulShape{0, shape.n, shape.k});
-            const int copies = static_cast<int>((256.0 * (1 << 20)) / weight_bytes) + 1;  // >= 256 MiB in all
-            auto weights = std::make_shared<std::vector<QuantizedMatrix<GroupSize, Bits>>>(copies, one);
-            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(1, shape.k));
-            auto next = std::make_shared<std::size_t>(0);
-            return [weights, x, next] {
-                const auto& q = (*weights)[*next];
-                *next = (*next + 1) % weights->size();
-                keep(quantized_matmul(*x, q).data());
-            };
+        Case int8 = c;
+        int8.name = c.name + " int8";
+        int8.baseline = c.name;
+        int8.peak_of = shape.m == 1 ? "" : peak_int8_dot_name;
+        int8.prepare = [shape]() -> Runner {
+            auto q = std::make_shared<QuantizedMatrix<GroupSize, Bits>>(random_quantized<GroupSize, Bits>(shape.n, shape.k));
+            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
+            return [q, x] { keep(quantized_matmul(*x, *q, Activations::int8).data()); };
         };
-        registry.add(std::move(dram));
+        registry.add(int8);
+
+        if (shape.m != 1) continue;
+        // The memory-bound GEMV of both paths; the int8 one against the exact one of the same kind.
+        for (const Activations activations : {Activations::f32, Activations::int8}) {
+            Case dram = activations == Activations::f32 ? c : int8;
+            dram.name += " dram";
+            if (activations == Activations::int8) {
+                dram.baseline = c.name + " dram";
+                dram.slow = true;  // --quick keeps one DRAM-rotating row per format (each allocates 256 MiB)
+            }
+            dram.bandwidth_of = "bandwidth read dram";
+            dram.prepare = [shape, activations]() -> Runner {
+                const auto one = random_quantized<GroupSize, Bits>(shape.n, shape.k);
+                const double weight_bytes = packed_bytes<GroupSize, Bits>(MatmulShape{0, shape.n, shape.k});
+                const int copies = static_cast<int>((256.0 * (1 << 20)) / weight_bytes) + 1;  // >= 256 MiB in all
+                auto weights = std::make_shared<std::vector<QuantizedMatrix<GroupSize, Bits>>>(copies, one);
+                auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(1, shape.k));
+                auto next = std::make_shared<std::size_t>(0);
+                return [weights, x, next, activations] {
+                    const auto& q = (*weights)[*next];
+                    *next = (*next + 1) % weights->size();
+                    keep(quantized_matmul(*x, q, activations).data());
+                };
+            };
+            registry.add(std::move(dram));
+        }
     }
 }
 
@@ -95,8 +153,8 @@ void add_matmul_cases(Registry& registry, int threads) {
 
 void add_quantized_matmul_cases(Registry& registry) {
     for (int threads : registry.options().thread_counts()) {
-        add_quantize_case<64, 4>(registry, threads);
-        add_quantize_case<64, 8>(registry, threads);
+        add_quantize_cases<64, 4>(registry, threads);
+        add_quantize_cases<64, 8>(registry, threads);
         add_matmul_cases<64, 4>(registry, threads);
         add_matmul_cases<64, 8>(registry, threads);
     }

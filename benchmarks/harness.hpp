@@ -4,7 +4,8 @@
 // Every figure is a median over repeats on a shared, noisy machine; the spread column shows how noisy.
 // Ratios compare two cases of the same run: `baseline` names another case with the same shape and
 // thread count, and the ratio printed is baseline median / this median (above 1: faster than it).
-// `bandwidth_of` names a bandwidth case (same thread count) whose GB/s this case's GB/s is divided by.
+// `bandwidth_of` names a bandwidth case (same thread count) whose GB/s this case's GB/s is divided by;
+// `peak_of` names a peak-arithmetic case (cases_peak.cpp) whose GFLOP/s this case's GFLOP/s is divided by.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +38,9 @@ struct Case {
     double flops = 0;          ///< floating-point operations of one repetition; 0 if not meaningful
     std::string baseline;      ///< name of the case (same shape and threads) this one is compared with
     std::string bandwidth_of;  ///< name of the bandwidth case (same threads) for the fraction column
+    std::string peak_of;       ///< name of the peak case (same threads) for the fraction column
     bool slow = false;         ///< skipped by --quick
+    bool opt_in = false;       ///< run only when --filter selects it (cases that take seconds)
     std::function<Runner()> prepare;  ///< allocates inputs, returns the repetition; data freed after
 };
 
@@ -58,11 +61,18 @@ private:
 void keep(const void* pointer);
 inline void keep(float value) { keep(&value); }
 
+/// The peak-arithmetic rows (cases_peak.cpp), named by the cases that divide by them.
+inline const char* const peak_f32_fma_name = "peak f32 fma";
+inline const char* const peak_int8_dot_name = "peak int8 dot";
+
 // Case files. Each adds its cases in the order they should print.
 void add_bandwidth_cases(Registry& registry);
+void add_peak_cases(Registry& registry);
 void add_eigen_cases(Registry& registry);
 void add_fake_quant_cases(Registry& registry);
 void add_quantized_matmul_cases(Registry& registry);
+void add_ternary_cases(Registry& registry);
+void add_ptq_cases(Registry& registry);
 void add_gguf_cases(Registry& registry);
 
 }  // namespace lowbit::bench

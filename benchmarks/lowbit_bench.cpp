@@ -84,7 +84,9 @@ std::string format_time(double seconds) {
 
 struct Row {
     Measurement measurement;
-    double gbps = 0, gflops = 0, ratio = 0, bandwidth_fraction = 0;
+    double gbps = 0, gflops = 0, ratio = 0;
+    double bandwidth_fraction = 0;  ///< GB/s over the bandwidth_of row's
+    double peak_fraction = 0;       ///< GFLOP/s over the peak_of row's
 };
 
 std::string key(const std::string& name, const std::string& shape, int threads) {
@@ -92,8 +94,8 @@ std::string key(const std::string& name, const std::string& shape, int threads) 
 }
 
 void print_header() {
-    std::printf("%-34s %-22s %3s %11s %7s %9s %9s %8s %-26s %7s\n", "case", "shape", "thr", "median",
-                "spread", "GB/s", "GFLOP/s", "ratio", "ratio against", "of BW");
+    std::printf("%-34s %-22s %3s %11s %7s %9s %9s %8s %-26s %8s\n", "case", "shape", "thr", "median",
+                "spread", "GB/s", "GFLOP/s", "ratio", "ratio against", "of limit");
 }
 
 void print_row(const Row& row) {
@@ -103,8 +105,9 @@ void print_row(const Row& row) {
     if (row.gbps > 0) std::snprintf(gbps, sizeof gbps, "%.1f", row.gbps);
     if (row.gflops > 0) std::snprintf(gflops, sizeof gflops, "%.1f", row.gflops);
     if (row.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio);
-    if (row.bandwidth_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f", row.bandwidth_fraction);
-    std::printf("%-34s %-22s %3d %11s %6.0f%% %9s %9s %8s %-26s %7s\n", spec.name.c_str(), spec.shape.c_str(),
+    if (row.bandwidth_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f BW", row.bandwidth_fraction);
+    else if (row.peak_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f pk", row.peak_fraction);
+    std::printf("%-34s %-22s %3d %11s %6.0f%% %9s %9s %8s %-26s %8s\n", spec.name.c_str(), spec.shape.c_str(),
                 spec.threads, format_time(row.measurement.median_s).c_str(), 100 * spread, gbps, gflops, ratio,
                 row.ratio > 0 ? spec.baseline.c_str() : "", fraction);
     std::fflush(stdout);
@@ -127,7 +130,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const Opt
             << ", \"high_s\": " << row.measurement.high_s << ", \"gb_per_s\": " << row.gbps
             << ", \"gflop_per_s\": " << row.gflops << ", \"baseline\": " << quoted(spec.baseline)
             << ", \"ratio_to_baseline\": " << row.ratio << ", \"bandwidth_of\": " << quoted(spec.bandwidth_of)
-            << ", \"fraction_of_bandwidth\": " << row.bandwidth_fraction << "}"
+            << ", \"fraction_of_bandwidth\": " << row.bandwidth_fraction << ", \"peak_of\": " << quoted(spec.peak_of)
+            << ", \"fraction_of_peak\": " << row.peak_fraction << "}"
             << (i + 1 < rows.size() ? ",\n" : "\n");
     }
     out << "  ]\n}\n";
@@ -138,7 +142,8 @@ void print_usage() {
         "usage: lowbit-bench [--threads N] [--quick] [--filter PATTERN] [--json FILE]\n"
         "  --threads N       run threaded cases at 1 and N threads (default: all hardware threads)\n"
         "  --quick           fewer repeats, largest shapes skipped (under a minute)\n"
-        "  --filter PATTERN  only cases whose \"name shape\" contains PATTERN (baselines they need run too)\n"
+        "  --filter PATTERN  only cases whose \"name shape\" contains PATTERN (baselines they need run too);\n"
+        "                    the post-training quantizer rows run only when selected this way (--filter ptq)\n"
         "  --json FILE       also write the figures as JSON\n");
 }
 
@@ -181,6 +186,7 @@ std::vector<const Case*> select(const std::vector<Case>& cases, const Options& o
     for (std::size_t i = 0; i < cases.size(); ++i) {
         const Case& c = cases[i];
         if (options.quick && c.slow) continue;
+        if (c.opt_in && options.filter.empty()) continue;
         chosen[i] = options.filter.empty() || (c.name + " " + c.shape).find(options.filter) != std::string::npos;
     }
     for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -189,8 +195,8 @@ std::vector<const Case*> select(const std::vector<Case>& cases, const Options& o
             const Case& other = cases[j];
             if (other.threads != cases[i].threads) continue;
             const bool is_baseline = other.name == cases[i].baseline && other.shape == cases[i].shape;
-            const bool is_bandwidth = other.name == cases[i].bandwidth_of;
-            if (is_baseline || is_bandwidth) chosen[j] = true;
+            const bool is_limit = other.name == cases[i].bandwidth_of || other.name == cases[i].peak_of;
+            if (is_baseline || is_limit) chosen[j] = true;
         }
     }
     std::vector<const Case*> selected;
@@ -208,9 +214,12 @@ int main(int argc, char** argv) {
         const Options options = parse(argc, argv);
         Registry registry(options);
         add_bandwidth_cases(registry);
+        add_peak_cases(registry);
         add_eigen_cases(registry);
         add_fake_quant_cases(registry);
         add_quantized_matmul_cases(registry);
+        add_ternary_cases(registry);
+        add_ptq_cases(registry);
         add_gguf_cases(registry);
 
         const std::vector<const Case*> selected = select(registry.cases(), options);
@@ -237,6 +246,12 @@ int main(int argc, char** argv) {
                     if (earlier.measurement.spec->name == spec->bandwidth_of &&
                         earlier.measurement.spec->threads == spec->threads && earlier.gbps > 0)
                         row.bandwidth_fraction = row.gbps / earlier.gbps;
+            }
+            if (!spec->peak_of.empty() && row.gflops > 0) {
+                for (const Row& earlier : rows)
+                    if (earlier.measurement.spec->name == spec->peak_of &&
+                        earlier.measurement.spec->threads == spec->threads && earlier.gflops > 0)
+                        row.peak_fraction = row.gflops / earlier.gflops;
             }
             by_key[key(spec->name, spec->shape, spec->threads)] = rows.size();
             rows.push_back(row);

@@ -51,3 +51,6 @@ run_step("configure"
   "-DCMAKE_PREFIX_PATH=${prefix_path_arg}" ${extra_args})
 run_step("build" ${CMAKE_COMMAND} --build "${CONSUMER_WORK_DIR}/build")
 run_step("run" "${CONSUMER_WORK_DIR}/build/consumer")
+if(CONSUMER STREQUAL "find_package")  # the installed lowbit::io export; add_subdirectory has the alias
+  run_step("run the checkpoint IO consumer" "${CONSUMER_WORK_DIR}/build/consumer_io")
+endif()
