@@ -64,11 +64,12 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
     return y;
 }
 
-/// The public quantized_matmul with errors naming `function`.
-template <class Derived, int GroupSize, int Bits>
+/// The public quantized_matmul with errors naming `function`, for the activations Kind. Kind is a
+/// template parameter so that a program (or a layer's forward(x)) that never asks for int8 activations
+/// does not compile the int8 kernels of every format it uses.
+template <Activations Kind, class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q,
-                                   Activations activations = Activations::f32) {
+                                   const QuantizedMatrix<GroupSize, Bits>& q) {
     q.check_shapes(function);
     const RowMatrixRef input(x.derived());
     if (input.rows() == 0 || input.cols() == 0)
@@ -79,7 +80,7 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                     " but the quantized matrix is " + shape_text(q.rows(), q.cols()) +
                                     " (x's last dimension must be " + std::to_string(q.cols()) + ")");
     RowMatrixXf out(input.rows(), q.rows());
-    if (activations == Activations::int8) {
+    if constexpr (Kind == Activations::int8) {
         // N11 quantizes x by its group maxima: a NaN or Inf has no int8 code (the f32 path propagates it).
         if (!input.allFinite()) {
             for (Eigen::Index r = 0; r < input.rows(); ++r)
@@ -90,10 +91,18 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                                     " is not finite (Activations::int8 needs finite x)");
         }
         quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
-        return out;
+    } else {
+        quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
     }
-    quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
     return out;
+}
+
+/// quantized_matmul_named with the activations chosen at run time.
+template <class Derived, int GroupSize, int Bits>
+RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
+                                   const QuantizedMatrix<GroupSize, Bits>& q, Activations activations) {
+    if (activations == Activations::int8) return quantized_matmul_named<Activations::int8>(function, x, q);
+    return quantized_matmul_named<Activations::f32>(function, x, q);
 }
 
 }  // namespace detail
@@ -106,7 +115,7 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
 template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
-    return detail::quantized_matmul_named("lowbit::quantized_matmul", x, q);
+    return detail::quantized_matmul_named<Activations::f32>("lowbit::quantized_matmul", x, q);
 }
 
 /// quantized_matmul(x, q) with the activations chosen: Activations::f32 is exactly the two-argument
@@ -195,7 +204,9 @@ public:
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,
                       "lowbit::QuantizedLinear::forward takes a float x");
-        return forward(x, Activations::f32);
+        RowMatrixXf out = detail::quantized_matmul_named<Activations::f32>("lowbit::QuantizedLinear::forward", x, weight_);
+        if (bias_) out.rowwise() += bias_->transpose();
+        return out;
     }
 
     /// forward(x) with the activations chosen (see quantized_matmul(x, q, activations)); f32 is forward(x).
