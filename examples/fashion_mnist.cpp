@@ -191,18 +191,9 @@ void train_bitnet(Mlp& model, const Split& data, const TrainSettings& settings, 
                 pre_activations[l] = bit_linear(model.dense[l]).forward(inputs[l]);
                 if (l + 1 < layers) inputs[l + 1] = relu(pre_activations[l]);
             }
-            RowMatrix grad = pre_activations[layers - 1];  // softmax cross-entropy, averaged over the batch
-            for (int i = 0; i < size; ++i) {
-                auto row = grad.row(i);
-                row.array() -= row.maxCoeff();
-                row = row.array().exp().matrix();
-                row /= row.sum();
-                row(data.labels[order[first + i]]) -= 1.0f;
-            }
-            grad /= static_cast<float>(size);
+            RowMatrix grad = cross_entropy_gradient(pre_activations[layers - 1], data.labels, order.data() + first);
             ++step;
-            const float progress = static_cast<float>(step) / static_cast<float>(total_steps);
-            const float learning_rate = settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
+            const float learning_rate = cosine_learning_rate(settings, step, total_steps);
             for (int l = layers - 1; l >= 0; --l) {
                 const lowbit::BitLinearGradients g = bit_linear(model.dense[l]).backward(inputs[l], grad);
                 adam_step(model.dense[l], g.weight, g.bias, learning_rate, step);

@@ -100,6 +100,27 @@ struct TrainSettings {
     int batch = 128;
 };
 
+/// Softmax cross-entropy gradient with respect to the logits [batch, classes], averaged over the batch;
+/// row i's label is labels[order[i]].
+inline RowMatrix cross_entropy_gradient(const RowMatrix& logits, const std::vector<int>& labels, const int* order) {
+    RowMatrix grad = logits;
+    for (Eigen::Index i = 0; i < grad.rows(); ++i) {
+        auto row = grad.row(i);
+        row.array() -= row.maxCoeff();
+        row = row.array().exp().matrix();
+        row /= row.sum();
+        row(labels[static_cast<std::size_t>(order[i])]) -= 1.0f;
+    }
+    grad /= static_cast<float>(grad.rows());
+    return grad;
+}
+
+/// Cosine decay of settings.learning_rate over total_steps, at step (1-based).
+inline float cosine_learning_rate(const TrainSettings& settings, int step, int total_steps) {
+    const float progress = static_cast<float>(step) / static_cast<float>(total_steps);
+    return settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
+}
+
 void adam_step(Dense& d, const RowMatrix& weight_grad, const Vector& bias_grad, float learning_rate, int step) {
     constexpr float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
     const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
@@ -142,20 +163,9 @@ void train(Mlp& model, const Quantization& q, const Split& data, const TrainSett
                 pre_activations[l].rowwise() += model.dense[l].bias.transpose();
                 if (l + 1 < layers) inputs[l + 1] = relu(pre_activations[l]);
             }
-            // Softmax cross-entropy gradient with respect to the logits, averaged over the batch.
-            RowMatrix grad = pre_activations[layers - 1];
-            for (int i = 0; i < size; ++i) {
-                auto row = grad.row(i);
-                row.array() -= row.maxCoeff();
-                row = row.array().exp().matrix();
-                row /= row.sum();
-                row(data.labels[order[first + i]]) -= 1.0f;
-            }
-            grad /= static_cast<float>(size);
-
+            RowMatrix grad = cross_entropy_gradient(pre_activations[layers - 1], data.labels, order.data() + first);
             ++step;
-            const float progress = static_cast<float>(step) / static_cast<float>(total_steps);
-            const float learning_rate = settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
+            const float learning_rate = cosine_learning_rate(settings, step, total_steps);
             for (int l = layers - 1; l >= 0; --l) {
                 const RowMatrix effective_weight_grad = grad.transpose() * quantized_inputs[l];
                 const Vector bias_grad = grad.colwise().sum().transpose();
