@@ -31,8 +31,9 @@ lowbit::RowMatrixXi8 random_codes(std::mt19937_64& rng, Index rows, Index cols) 
     return codes;
 }
 
-/// Activation rows padded for `format`, codes in [-127, 127] (the extremes included).
-std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> random_x(std::mt19937_64& rng, TernaryFormat format,
+/// Activation rows padded for `format`, codes in [-127, 127] (the extremes included). Used only by the
+/// SIMD kernel sections, which a target without AVX2 compiles out.
+[[maybe_unused]] std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> random_x(std::mt19937_64& rng, TernaryFormat format,
                                                                              Index M, Index K) {
     const Index padded = ternary::padded_cols(format, K);
     std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> x(static_cast<std::size_t>(M * padded), 0);

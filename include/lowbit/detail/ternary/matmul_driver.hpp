@@ -36,8 +36,10 @@ inline constexpr bool has_ternary_kernels =
 
 /// The raw-sum kernel of Ops.
 template <class Ops, TernaryFormat Format, bool PerGroup, int MR>
-LOWBIT_ALWAYS_INLINE inline void row_dots(const std::uint8_t* row, Eigen::Index n_chunks, const std::int8_t* const* x,
-                                          std::int32_t* sums, Eigen::Index stride) {
+LOWBIT_ALWAYS_INLINE inline void row_dots([[maybe_unused]] const std::uint8_t* row, [[maybe_unused]] Eigen::Index n_chunks,
+                                          [[maybe_unused]] const std::int8_t* const* x,
+                                          [[maybe_unused]] std::int32_t* sums, [[maybe_unused]] Eigen::Index stride) {
+    // [[maybe_unused]]: a target with neither instruction set compiles no branch below (and no caller).
     static_assert(has_ternary_kernels<Ops>,
                   "ternary kernels: Ops must be an instruction set of detail/arch/x86_int8.hpp built for this target");
 #if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
