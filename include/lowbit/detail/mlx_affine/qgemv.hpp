@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -55,6 +56,14 @@ LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> code_step(const xsimd::bat
     ubatch code;
     if constexpr (Step + 1 == codes_per_word) code = words >> (32 - Bits);
     else code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        // The masked form: xsimd 13's conversion starts from an undefined register that GCC 12 reports
+        // as uninitialized once inlined here (GCC bug 105593; see x86_avx512.hpp).
+        const __m512i codes = simd::bit_cast<std::int32_t>(code);
+        return xsimd::batch<float, Arch>(_mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), codes));
+    }
+#endif
     return xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
 }
 
