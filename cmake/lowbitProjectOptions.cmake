@@ -28,3 +28,24 @@ function(lowbit_project_target target)
     target_compile_definitions(${target} PRIVATE LOWBIT_FORCE_SCALAR)
   endif()
 endfunction()
+
+# lowbit_shared_kernels(<target>): the target's sources only declare the MLX affine matmul kernels
+# (LOWBIT_EXTERN_KERNELS) and link one copy of them, compiled in src/kernel_instances_*.cpp
+# (include/lowbit/detail/dispatch/mlx_affine_instances.hpp): each format's kernels are compiled once per
+# build, not once per translation unit that multiplies (many minutes of CI time). The object library gets
+# the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF compiles them in
+# each unit instead, which pays for a narrow build that multiplies in one or two units (the xsimd13 preset).
+option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels once for lowbit's tests and examples" ON)
+function(lowbit_shared_kernels target)
+  if(NOT LOWBIT_SHARED_KERNELS)
+    return()
+  endif()
+  if(NOT TARGET lowbit-kernel-instances)
+    file(GLOB instance_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/kernel_instances_*.cpp")
+    add_library(lowbit-kernel-instances OBJECT ${instance_sources})
+    lowbit_project_target(lowbit-kernel-instances)
+    target_compile_definitions(lowbit-kernel-instances PRIVATE LOWBIT_EXTERN_KERNELS)
+  endif()
+  target_compile_definitions(${target} PRIVATE LOWBIT_EXTERN_KERNELS)
+  target_link_libraries(${target} PRIVATE lowbit-kernel-instances)
+endfunction()

@@ -80,15 +80,11 @@ enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel };
 template <int GroupSize, int Bits>
 void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q,
               float* out, Index out_stride) {
-    using ops = detail::dispatch_int8_ops;
-    if constexpr (!std::is_void_v<ops>) {
-        using arch = detail::dispatch_arch;
-        if (runner == Int8Runner::row_dot_kernel)
-            return detail::kernels::qgemv_i8<arch, ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
-        if (runner == Int8Runner::panel_gemm_kernel)
-            return detail::kernels::qgemm_i8<arch, ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
-    }
-    detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
+    // One kernel for any M through the dispatch entry (compiled once for the suite: mlx_affine_instances.hpp).
+    const detail::MatmulKernel kernel = runner == Int8Runner::row_dot_kernel      ? detail::MatmulKernel::gemv
+                                        : runner == Int8Runner::panel_gemm_kernel ? detail::MatmulKernel::gemm
+                                                                                  : detail::MatmulKernel::automatic;
+    detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel);
 }
 
 /// Runs the int8 matmul (dispatched, or one kernel directly) and the reference on the same strided x

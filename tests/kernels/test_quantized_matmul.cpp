@@ -12,6 +12,7 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <lowbit/detail/dispatch/mlx_affine.hpp>
 #include <lowbit/detail/mlx_affine/matmul_driver.hpp>
 #include <lowbit/detail/mlx_affine/matmul_reference.hpp>
 #include <lowbit/detail/simd.hpp>
@@ -98,15 +99,15 @@ void check_all_paths(std::mt19937_64& rng, Index M, Index N, Index K, Index x_pa
     });
     if constexpr (simd::enabled) {
         problem.check("qgemm", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-            kernels::qgemm_f32<simd::arch>(x, xs, m, q, out, os);
+            lowbit::detail::quantized_matmul(x, xs, m, q, out, os, lowbit::detail::MatmulKernel::gemm);
         });
         if constexpr (lowbit::MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
             if (M == 1)
                 problem.check("qgemv", [](const float* x, Index, Index, const auto& q, float* out, Index) {
-                    kernels::qgemv_f32<simd::arch>(x, q, out);
+                    lowbit::detail::quantized_matmul(x, 0, 1, q, out, 0, lowbit::detail::MatmulKernel::gemv);
                 });
             problem.check("qgemv_batch", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-                kernels::qgemv_f32_batch<simd::arch>(x, xs, m, q, out, os);
+                lowbit::detail::quantized_matmul(x, xs, m, q, out, os, lowbit::detail::MatmulKernel::batch);
             });
         }
     }

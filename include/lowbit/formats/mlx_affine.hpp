@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 LOWBIT_BEGIN_NAMESPACE
@@ -25,6 +26,12 @@ LOWBIT_BEGIN_NAMESPACE
 /// Bit widths and group sizes of the MLX affine format that lowbit supports (MLX's own set).
 inline constexpr std::array<int, 6> mlx_affine_bits{2, 3, 4, 5, 6, 8};
 inline constexpr std::array<int, 3> mlx_affine_group_sizes{32, 64, 128};
+
+/// The same pairs for the preprocessor, X(GroupSize, Bits) each, bits-major (used where a list of
+/// declarations is needed: dispatch/mlx_affine_instances.hpp). Checked against the arrays below.
+#define LOWBIT_MLX_AFFINE_FORMAT_LIST(X)                                                                    \
+    X(32, 2) X(64, 2) X(128, 2) X(32, 3) X(64, 3) X(128, 3) X(32, 4) X(64, 4) X(128, 4) X(32, 5) X(64, 5)    \
+    X(128, 5) X(32, 6) X(64, 6) X(128, 6) X(32, 8) X(64, 8) X(128, 8)
 
 /// True for the <GroupSize, Bits> pairs above.
 template <int GroupSize, int Bits>
@@ -57,5 +64,17 @@ auto mlx_affine_format_tuple(std::index_sequence<I...>) {
 /// Every supported MlxAffine<GroupSize, Bits>, as a std::tuple of types (bits-major order).
 using MlxAffineFormats = decltype(detail::mlx_affine_format_tuple(
     std::make_index_sequence<mlx_affine_bits.size() * mlx_affine_group_sizes.size()>{}));
+
+namespace detail {
+template <class... Formats>
+struct FormatList {};
+template <class... Formats>
+FormatList<void, Formats...> format_list_after_void(std::tuple<Formats...>*);
+#define LOWBIT_MLX_AFFINE_FORMAT_TYPE(GroupSize, Bits) , MlxAffine<GroupSize, Bits>
+static_assert(std::is_same_v<decltype(format_list_after_void(static_cast<MlxAffineFormats*>(nullptr))),
+                             FormatList<void LOWBIT_MLX_AFFINE_FORMAT_LIST(LOWBIT_MLX_AFFINE_FORMAT_TYPE)>>,
+              "LOWBIT_MLX_AFFINE_FORMAT_LIST must list mlx_affine_bits x mlx_affine_group_sizes, bits-major");
+#undef LOWBIT_MLX_AFFINE_FORMAT_TYPE
+}  // namespace detail
 
 LOWBIT_END_NAMESPACE

@@ -35,33 +35,61 @@ struct MlxAffineF32Kernels {
 /// The Arch the kernel tables are instantiated with: simd::arch, or void when SIMD is off.
 using dispatch_arch = std::conditional_t<simd::enabled, simd::arch, void>;
 
+/// The kernel a matmul on MLX affine codes runs: the dispatch's choice by M (automatic), or one kernel
+/// for any M (gemv: one row at a time; batch: the batch GEMV; gemm: the GEMM). The kernel tests drive
+/// each kernel over every shape this way, through the same compiled entry (mlx_affine_instances.hpp).
+/// A kernel that this build or format lacks (the GEMVs on 3, 5 or 6 bits, any kernel without SIMD)
+/// runs as the reference.
+enum class MatmulKernel { automatic, gemv, batch, gemm, reference };
+
+/// What a matmul ran, for the caller to record (kernel_paths.hpp): the run_* functions below do not record
+/// themselves, so that their compiled code does not depend on LOWBIT_RECORD_KERNEL_PATHS and one copy
+/// serves every translation unit (mlx_affine_instances.hpp).
+struct KernelRun {
+    KernelOp op;
+    KernelPath path;
+};
+
 /// out = x * dequantize(q)^T on raw row-major storage (x [M, K] with row stride x_stride, out [M, N]
-/// with row stride out_stride), threads inside.
+/// with row stride out_stride), threads inside; `kernel` as above. Returns what ran.
 template <int GroupSize, int Bits>
-void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
-                      float* out, Eigen::Index out_stride) {
+KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                               const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
+                               MatmulKernel kernel) {
     using table = MlxAffineF32Kernels<GroupSize, Bits, dispatch_arch>;
+    if (kernel == MatmulKernel::automatic) {
+        if (table::gemv && M == 1) kernel = MatmulKernel::gemv;
+        else if (table::batch && M <= kernels::QgemvF32Batch<dispatch_arch>::max_m) kernel = MatmulKernel::batch;
+        else kernel = MatmulKernel::gemm;
+    }
     if constexpr (table::gemv) {
-        if (M == 1) {
-            record(KernelOp::matmul_f32_gemv, KernelPath::simd);
-            kernels::qgemv_f32<dispatch_arch>(x, q, out);
-            return;
+        if (kernel == MatmulKernel::gemv) {
+            for (Eigen::Index m = 0; m < M; ++m) kernels::qgemv_f32<dispatch_arch>(x + m * x_stride, q, out + m * out_stride);
+            return {KernelOp::matmul_f32_gemv, KernelPath::simd};
         }
     }
     if constexpr (table::batch) {
-        if (M <= kernels::QgemvF32Batch<dispatch_arch>::max_m) {
-            record(KernelOp::matmul_f32_batch, KernelPath::simd);
+        if (kernel == MatmulKernel::batch) {
             kernels::qgemv_f32_batch<dispatch_arch>(x, x_stride, M, q, out, out_stride);
-            return;
+            return {KernelOp::matmul_f32_batch, KernelPath::simd};
         }
     }
     if constexpr (table::gemm) {
-        record(KernelOp::matmul_f32_gemm, KernelPath::simd);
-        kernels::qgemm_f32<dispatch_arch>(x, x_stride, M, q, out, out_stride);
-    } else {
-        record(M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference);
-        reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
+        if (kernel == MatmulKernel::gemm) {
+            kernels::qgemm_f32<dispatch_arch>(x, x_stride, M, q, out, out_stride);
+            return {KernelOp::matmul_f32_gemm, KernelPath::simd};
+        }
     }
+    reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
+    return {M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference};
+}
+
+/// run_quantized_matmul, recorded.
+template <int GroupSize, int Bits>
+void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+                      float* out, Eigen::Index out_stride, MatmulKernel kernel = MatmulKernel::automatic) {
+    const KernelRun run = run_quantized_matmul(x, x_stride, M, q, out, out_stride, kernel);
+    record(run.op, run.path);
 }
 
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
@@ -82,23 +110,39 @@ struct MlxAffineI8Kernels {
 using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::available, simd::int8::best, void>;
 
 /// out = the int8-activation matmul (N11) of x and q on raw row-major storage; x must be finite
-/// (the caller checks). Threads inside.
+/// (the caller checks). Threads inside. `kernel`: automatic, gemv or batch (the row-dot kernel of
+/// qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or reference. Returns what ran.
 template <int GroupSize, int Bits>
-void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                           const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride) {
+KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                                    const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
+                                    MatmulKernel kernel) {
     using table = MlxAffineI8Kernels<GroupSize, Bits, dispatch_int8_ops>;
     const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
+    if (kernel == MatmulKernel::automatic) kernel = M >= table::gemm_rows ? MatmulKernel::gemm : MatmulKernel::gemv;
     if constexpr (table::gemv && table::gemm) {
-        record(op, KernelPath::simd);
-        if (M >= table::gemm_rows)
+        if (kernel == MatmulKernel::gemm) {
             kernels::qgemm_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
-        else
+            return {op, KernelPath::simd};
+        }
+        if (kernel != MatmulKernel::reference) {
             kernels::qgemv_i8<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(x, x_stride, M, q, out, out_stride);
-    } else {
-        record(op, KernelPath::reference);
-        reference::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
+            return {op, KernelPath::simd};
+        }
     }
+    reference::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
+    return {op, KernelPath::reference};
+}
+
+/// run_quantized_matmul_int8, recorded.
+template <int GroupSize, int Bits>
+void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                           const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
+                           MatmulKernel kernel = MatmulKernel::automatic) {
+    const KernelRun run = run_quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel);
+    record(run.op, run.path);
 }
 
 }  // namespace detail
 LOWBIT_END_NAMESPACE
+
+#include "mlx_affine_instances.hpp"
