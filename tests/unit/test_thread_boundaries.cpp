@@ -358,3 +358,50 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
         check_quantized_rows<64, 4>(rng, rows, 512, 40);
     check_quantized_rows<32, 5>(rng, 513, 256, 300);
 }
+
+namespace {
+
+/// quantized_matmul with Activations::int8 (docs/numerics.md N11) of x [batch, cols] and a quantized
+/// rows x cols matrix at every thread count equals the 1-thread result bit for bit (each output is
+/// one row dot or one GEMM tile, summed in a fixed order), and the 1-thread result is near the scalar
+/// reference's (the kernel tests hold the exact bound; here a result cut short at a range edge or
+/// written to the wrong row would be far off).
+template <int GroupSize, int Bits>
+void check_int8_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) {
+    const auto q = lowbit::quantize<GroupSize, Bits>(random_matrix(rng, rows, cols));
+    const RowMatrixXf x = random_matrix(rng, batch, cols);
+    lowbit::set_num_threads(1);
+    const RowMatrixXf y_one = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
+    RowMatrixXf reference(batch, rows);
+    lowbit::detail::reference::quantized_matmul_int8(x.data(), x.cols(), batch, q, reference.data(), rows);
+    const double magnitude = (x.cwiseAbs() * lowbit::dequantize(q).cwiseAbs().transpose()).maxCoeff();
+    INFO("GroupSize " << GroupSize << ", Bits " << Bits << ", rows " << rows << ", cols " << cols << ", batch " << batch);
+    CHECK((reference - y_one).cwiseAbs().maxCoeff() <= 1e-4 * magnitude);
+    for (const int threads : thread_counts) {
+        lowbit::set_num_threads(threads);
+        INFO("threads " << threads);
+        CHECK(first_matrix_difference(lowbit::quantized_matmul(x, q, lowbit::Activations::int8), y_one) == -1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("quantized_matmul with int8 activations at output-row counts around its thread grains",
+          "[threads][boundaries][int8]") {
+    ThreadCountGuard guard;
+    auto rng = lowbit::test::make_rng(9700);
+    // The row-dot kernel (fewer than MlxAffineI8Kernels::gemm_rows rows of x): about 256 KiB of code
+    // bytes per range, 2^18 / (cols * Bits / 8) output rows: 256 for 2048 4-bit columns.
+    for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}}) {
+        check_int8_rows<64, 4>(rng, rows, 2048, 1);
+        check_int8_rows<64, 4>(rng, rows, 2048, 5);
+    }
+    // The panel GEMM (from gemm_rows rows of x on): one panel of NR output rows (32 with AVX-512, 8
+    // with AVX2) per task, x's row blocks of MR rows (6 or 4) quantized across the threads.
+    const Index first_gemm = lowbit::detail::MlxAffineI8Kernels<64, 4, lowbit::detail::dispatch_int8_ops>::gemm_rows;
+    for (const Index rows : {Index{7}, Index{8}, Index{9}, Index{31}, Index{32}, Index{33}, Index{65}, Index{97}})
+        for (const Index batch : {first_gemm, first_gemm + 1, Index{40}})
+            check_int8_rows<64, 4>(rng, rows, 256, batch);
+    check_int8_rows<32, 3>(rng, 65, 256, 20);   // codes unpacked to bytes per panel
+    check_int8_rows<128, 8>(rng, 33, 512, 13);  // 8-bit codes (AVX2 splits them)
+}
