@@ -15,7 +15,9 @@
 #include <Eigen/Core>
 
 #include "../detail/mlx_affine/quantize.hpp"
+#include "../detail/ptq/group_error.hpp"
 #include "../detail/ptq/group_fit.hpp"
+#include "../detail/ptq/group_range.hpp"
 #include "../quantized_matrix.hpp"
 #include "options.hpp"
 
@@ -37,26 +39,22 @@ inline void check_options(const char* function, const ClipSearchOptions& options
 /// Searches one group of Count finite values (weights c or nullptr) starting from (scale, bias), which
 /// must be MLX's RTN pair for the group: on return (scale, bias) is the best pair found (never worse
 /// than the starting one under the exact error, group_squared_error_fast with group_code's codes),
-/// codes holds its codes, and the result is its weighted squared error. Candidates are ranked by the float error of
-/// group_squared_error_fast.
+/// codes holds its codes, and the result is its weighted squared error. Candidates are ranked by the
+/// vectorised estimate of group_error.hpp (group_squared_error_ranking).
 template <int Bits, int Count>
 double clip_search_group(const float* values, const float* weights, const ClipSearchOptions& options, float& scale,
                          float& bias, std::int32_t* codes) {
     constexpr std::size_t count = Count;
     const auto fast_error = [&](float s, float b) {
-        return weights != nullptr ? group_squared_error_fast<Bits, Count, true, false>(values, weights, s, b)
-                                  : group_squared_error_fast<Bits, Count, false, false>(values, weights, s, b);
+        return weights != nullptr ? group_squared_error_ranking<Bits, Count, true>(values, weights, s, b)
+                                  : group_squared_error_ranking<Bits, Count, false>(values, weights, s, b);
     };
     const auto exact_error = [&](float s, float b, std::int32_t* out) -> double {
         return weights != nullptr ? group_squared_error_fast<Bits, Count, true>(values, weights, s, b, out)
                                   : group_squared_error_fast<Bits, Count, false>(values, weights, s, b, out);
     };
     const float rtn_scale = scale, rtn_bias = bias;
-    float low = values[0], high = values[0];
-    for (std::size_t i = 1; i < count; ++i) {
-        low = std::min(low, values[i]);
-        high = std::max(high, values[i]);
-    }
+    const auto [low, high] = group_range<Count>(values);
     float best_fast = fast_error(scale, bias);
     const float range = high - low;
     if (range > 0.0f && std::isfinite(range)) {
