@@ -125,10 +125,12 @@ QuantizedLayer make_quantized_layer(lowbit::QuantizedLinear<GroupSize, Bits> lay
     return result;
 }
 
-/// How a quantized layer is made from a float one: (layer, group size, bits, activations). The
-/// example's default is round-to-nearest over every supported format (minilm/quantizers.hpp);
-/// improved post-training quantizers plug in here.
-using Quantizer = std::function<QuantizedLayer(const lowbit::Linear&, int group_size, int bits, lowbit::Activations)>;
+/// How a quantized layer is made from a float one: (index of the layer in BertModel::linear_layers()
+/// order, the float layer, group size, bits, activations). The index lets a quantizer find what it
+/// prepared for that layer (calibration inputs, layers quantized ahead); minilm/quantizers.hpp has
+/// round-to-nearest over every supported format and the post-training quantizers.
+using Quantizer =
+    std::function<QuantizedLayer(std::size_t index, const lowbit::Linear&, int group_size, int bits, lowbit::Activations)>;
 
 /// One linear layer, float or quantized.
 class LinearLayer {
@@ -274,13 +276,15 @@ public:
     /// Largest sequence (ids incl. [CLS]/[SEP]) the position table allows.
     std::size_t max_positions() const noexcept { return static_cast<std::size_t>(config_.max_position_embeddings); }
 
-    /// This model with every linear layer quantized by `quantizer` (group size, bits) and run with
-    /// `activations`. Throws std::invalid_argument for an unsupported format or a layer whose in is not
-    /// a multiple of the group size.
+    /// This model with every linear layer quantized by `quantizer` (called with each layer's index in
+    /// linear_layers() order, group size, bits) and run with `activations`. Throws what the quantizer
+    /// throws (std::invalid_argument for an unsupported format or a layer whose in is not a multiple of
+    /// the group size), and std::logic_error when a layer is already quantized.
     BertModel quantized(int group_size, int bits, lowbit::Activations activations, const Quantizer& quantizer) const {
         BertModel model = *this;
-        for (LinearLayer* layer : model.linear_layers())
-            *layer = LinearLayer(quantizer(layer->float_layer(), group_size, bits, activations));
+        const auto layers = model.linear_layers();
+        for (std::size_t index = 0; index < layers.size(); ++index)
+            *layers[index] = LinearLayer(quantizer(index, layers[index]->float_layer(), group_size, bits, activations));
         return model;
     }
 

@@ -121,4 +121,14 @@ inline std::vector<std::string> spread_sample(const std::vector<std::string>& al
     return sample;
 }
 
+/// The sentences of `all` that are not in `taken`, in their order (e.g. calibration sentences disjoint
+/// from the evaluation sentences).
+inline std::vector<std::string> sentences_not_in(const std::vector<std::string>& all, const std::vector<std::string>& taken) {
+    const std::unordered_set<std::string> excluded(taken.begin(), taken.end());
+    std::vector<std::string> rest;
+    for (const std::string& sentence : all)
+        if (!excluded.count(sentence)) rest.push_back(sentence);
+    return rest;
+}
+
 }  // namespace minilm

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -216,7 +217,7 @@ RowMatrix naive_embeddings(const TinyBert& bert, const std::vector<std::vector<s
 namespace {
 
 /// RTN for the three formats the tests use (the example's round_to_nearest would compile all 18).
-minilm::QuantizedLayer test_quantizer(const lowbit::Linear& layer, int group_size, int bits,
+minilm::QuantizedLayer test_quantizer(std::size_t /*index*/, const lowbit::Linear& layer, int group_size, int bits,
                                       lowbit::Activations activations) {
     if (group_size == 32 && bits == 8)
         return minilm::make_quantized_layer(lowbit::QuantizedLinear<32, 8>::from_linear(layer), activations);
@@ -268,6 +269,23 @@ TEST_CASE("minilm BERT forward: a tiny random model against a naive padded forwa
         CHECK(ratio > 5.0 / 32);
         CHECK(ratio < 0.18);
         CHECK_THROWS_WITH(model.quantized(128, 4, lowbit::Activations::f32, test_quantizer), ContainsSubstring("128"));  // in = 64
+    }
+
+    SECTION("the quantizer gets each layer with its index in linear_layers() order") {
+        const auto float_layers = model.linear_layers();
+        std::vector<std::size_t> seen;
+        const minilm::BertModel quantized = model.quantized(
+            32, 8, lowbit::Activations::f32,
+            [&](std::size_t index, const lowbit::Linear& layer, int group_size, int bits, lowbit::Activations activations) {
+                const lowbit::Linear& expected = float_layers.at(index)->float_layer();
+                CHECK((layer.weight.rows() == expected.weight.rows() && layer.weight.cols() == expected.weight.cols() &&
+                       layer.weight == expected.weight));
+                seen.push_back(index);
+                return test_quantizer(index, layer, group_size, bits, activations);
+            });
+        std::vector<std::size_t> in_order(float_layers.size());
+        std::iota(in_order.begin(), in_order.end(), std::size_t{0});
+        CHECK(seen == in_order);
     }
 }
 
