@@ -119,24 +119,26 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
         static_cast<std::size_t>(rows), rows_per_range(cols), Faults{},
         [&](std::size_t begin, std::size_t end) {
             Faults found;
-            std::vector<std::int32_t> codes(static_cast<std::size_t>(cols));
+            std::vector<std::uint8_t> code_bytes(static_cast<std::size_t>(cols));
             for (std::size_t r = begin; r < end; ++r) {
                 const auto row = static_cast<Eigen::Index>(r);
                 const float* values = weights.data() + row * weights.outerStride();
-                for (Eigen::Index g = 0; g < groups; ++g) {
-                    const std::size_t index = r * static_cast<std::size_t>(groups) + static_cast<std::size_t>(g);
-                    float scale = 0.0f, bias = 0.0f;
-                    if (!quantize_group<GroupSize, Bits>(values + g * GroupSize, codes.data() + g * GroupSize, scale,
-                                                         bias)) {
-                        found.non_finite_group = std::min(found.non_finite_group, index);
-                        continue;
-                    }
-                    if (!group_levels_finite<Bits>(scale, bias))
-                        found.overflowing_group = std::min(found.overflowing_group, index);
-                    result.scales(row, g) = scale;
-                    result.biases(row, g) = bias;
+                const std::size_t first_index = r * static_cast<std::size_t>(groups);
+                if (!quantize_row<GroupSize, Bits>(values, static_cast<std::size_t>(groups), code_bytes.data(),
+                                                   &result.codes(row, 0), &result.scales(row, 0),
+                                                   &result.biases(row, 0))) {
+                    Eigen::Index column = 0;
+                    while (std::isfinite(values[column])) ++column;
+                    found.non_finite_group = std::min(found.non_finite_group,
+                                                      first_index + static_cast<std::size_t>(column / GroupSize));
+                    continue;
                 }
-                pack_row_codes<Bits>(codes.data(), static_cast<std::size_t>(cols), &result.codes(row, 0));
+                for (Eigen::Index g = 0; g < groups; ++g)
+                    if (!group_levels_finite<Bits>(result.scales(row, g), result.biases(row, g))) {
+                        found.overflowing_group =
+                            std::min(found.overflowing_group, first_index + static_cast<std::size_t>(g));
+                        break;
+                    }
             }
             return found;
         },

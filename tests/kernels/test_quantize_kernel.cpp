@@ -1,7 +1,10 @@
-// The vector MLX-affine group quantizer and word packer against their scalar references, bit for bit,
-// for every supported format: random groups, groups built on exact RNE ties, constant groups (tiny and
-// ordinary), all-zero groups with either sign of zero, single-sign groups, and groups holding NaN/Inf
-// (the kernel must say so instead of quantizing).
+// The vector MLX-affine row quantizer (quantize_row: codes, scales, biases and packed words) against
+// the scalar rule group by group and the block packer, bit for bit, for every supported format: random
+// groups, groups built on exact RNE ties, constant groups (tiny and ordinary), all-zero groups with
+// either sign of zero, single-sign groups, rows of 1 to 2 * quantize_block_groups + 3 groups (every
+// block tail), and rows holding NaN/Inf (the kernel must say so instead of quantizing). Also the
+// narrowing store and the byte packer the row quantizer uses (the packer is plain C++: it runs in
+// every preset, scalar included).
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,19 +24,29 @@ namespace {
 namespace detail = lowbit::detail;
 namespace simd = lowbit::detail::simd;
 
+/// Quantizes `values` (a whole number of groups) as one row and compares with the reference.
 template <int GroupSize, int Bits>
-void check_group(const std::vector<float>& values) {
-    std::vector<std::int32_t> expected(GroupSize), actual(GroupSize, -1);
-    const auto [scale, bias] = detail::reference::quantize_group<Bits>(values.data(), GroupSize, expected.data());
-    float kernel_scale = 0.0f, kernel_bias = 0.0f;
-    REQUIRE(detail::quantize_group<GroupSize, Bits>(values.data(), actual.data(), kernel_scale, kernel_bias));
-    CHECK(std::bit_cast<std::uint32_t>(kernel_scale) == std::bit_cast<std::uint32_t>(scale));
-    CHECK(std::bit_cast<std::uint32_t>(kernel_bias) == std::bit_cast<std::uint32_t>(bias));
-    CHECK(actual == expected);
+void check_row(const std::vector<float>& values) {
+    const std::size_t groups = values.size() / GroupSize;
+    std::vector<std::uint8_t> expected_codes(values.size()), scratch(values.size(), 0xAB);
+    std::vector<float> expected_scales(groups), expected_biases(groups), scales(groups, -1.0f), biases(groups, -1.0f);
+    for (std::size_t g = 0; g < groups; ++g)
+        std::tie(expected_scales[g], expected_biases[g]) = detail::reference::quantize_group<Bits>(
+            values.data() + g * GroupSize, GroupSize, expected_codes.data() + g * GroupSize);
+    std::vector<std::uint32_t> expected_words(values.size() * Bits / 32), words(values.size() * Bits / 32, 0xDEADBEEFu);
+    detail::kernels::pack_codes<Bits>(expected_codes.data(), values.size(), expected_words.data());
+    REQUIRE(detail::quantize_row<GroupSize, Bits>(values.data(), groups, scratch.data(), words.data(), scales.data(),
+                                                  biases.data()));
+    for (std::size_t g = 0; g < groups; ++g) {
+        CHECK(std::bit_cast<std::uint32_t>(scales[g]) == std::bit_cast<std::uint32_t>(expected_scales[g]));
+        CHECK(std::bit_cast<std::uint32_t>(biases[g]) == std::bit_cast<std::uint32_t>(expected_biases[g]));
+    }
+    CHECK(words == expected_words);
 }
+
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("quantize_group kernel equals the scalar MLX rule", "[quantize][kernels]",
+TEMPLATE_LIST_TEST_CASE("quantize_row kernel equals the scalar MLX rule", "[quantize][kernels]",
                         lowbit::MlxAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(400 + 10 * B + G / 32);
@@ -42,38 +55,70 @@ TEMPLATE_LIST_TEST_CASE("quantize_group kernel equals the scalar MLX rule", "[qu
         std::vector<float> values(G);
         const float shift = trial % 3 == 0 ? 0.0f : offset(rng);
         for (float& v : values) v = value(rng) + shift;
-        check_group<G, B>(values);
+        check_row<G, B>(values);
     }
     // Exact ties: values on half-steps of a grid whose ends are the extremes.
     for (int trial = 0; trial < 50; ++trial) {
         std::vector<float> values(G);
         const int steps = (1 << B) - 1;
         for (int i = 0; i < G; ++i) values[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>((i * 7 + trial) % (2 * steps + 1));
-        check_group<G, B>(values);
+        check_row<G, B>(values);
     }
-    for (float c : {0.0f, -0.0f, 3e-8f, 5e-8f, 1e-7f, -0.75f, 1234.5f}) check_group<G, B>(std::vector<float>(G, c));
+    for (float c : {0.0f, -0.0f, 3e-8f, 5e-8f, 1e-7f, -0.75f, 1234.5f}) check_row<G, B>(std::vector<float>(G, c));
     std::vector<float> signed_zeros(G, 0.0f);
     for (int i = 0; i < G; i += 2) signed_zeros[static_cast<std::size_t>(i)] = -0.0f;
-    check_group<G, B>(signed_zeros);
+    check_row<G, B>(signed_zeros);
 
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity()}) {
-        std::vector<float> values(G, 0.5f);
-        values[G - 3] = bad;
-        std::vector<std::int32_t> codes(G);
-        float scale = 0.0f, bias = 0.0f;
-        CHECK_FALSE(detail::quantize_group<G, B>(values.data(), codes.data(), scale, bias));
+    // Rows of every length around the block size, each group with its own range and offset.
+    constexpr std::size_t block = detail::kernels::quantize_block_groups;
+    for (std::size_t groups = 1; groups <= 2 * block + 3; ++groups) {
+        std::vector<float> values(groups * G);
+        for (std::size_t g = 0; g < groups; ++g) {
+            const float spread = 0.01f + static_cast<float>(g % 7), shift = offset(rng);
+            for (int i = 0; i < G; ++i) values[g * G + static_cast<std::size_t>(i)] = spread * value(rng) + shift;
+        }
+        if (groups % 4 == 1) std::fill(values.begin(), values.begin() + G, 0.5f);  // a constant group
+        check_row<G, B>(values);
     }
 
-    // Packing: the row packer equals the block packer for any codes.
+    // A NaN or Inf anywhere in a row of several blocks, even in a tail group.
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+        for (std::size_t at : {std::size_t{0}, std::size_t{G - 3}, 17 * std::size_t{G} + 5, 19 * std::size_t{G} - 1}) {
+            std::vector<float> values(19 * G, 0.5f);
+            values[at] = bad;
+            std::vector<std::uint8_t> scratch(values.size());
+            std::vector<std::uint32_t> words(values.size() * B / 32);
+            std::vector<float> scales(19), biases(19);
+            CHECK_FALSE(detail::quantize_row<G, B>(values.data(), 19, scratch.data(), words.data(), scales.data(),
+                                                   biases.data()));
+        }
+    }
+
+    // Packing: the byte packer (eight codes per 64-bit step) equals the block packer for any codes.
     std::uniform_int_distribution<int> code(0, (1 << B) - 1);
     for (std::size_t count : {std::size_t{32}, std::size_t{64}, std::size_t{96}, std::size_t{4096}, std::size_t{4128}}) {
-        std::vector<std::int32_t> codes(count);
-        for (auto& c : codes) c = code(rng);
+        std::vector<std::uint8_t> codes(count);
+        for (auto& c : codes) c = static_cast<std::uint8_t>(code(rng));
         std::vector<std::uint32_t> expected(count * B / 32), actual(count * B / 32, 0xDEADBEEFu);
         detail::kernels::pack_codes<B>(codes.data(), count, expected.data());
         detail::pack_row_codes<B>(codes.data(), count, actual.data());
         CHECK(actual == expected);
+    }
+}
+
+TEST_CASE("simd::store_bytes stores each int32 lane in [0, 255] as one byte", "[quantize][kernels]") {
+    using ibatch = simd::batch<std::int32_t>;
+    constexpr std::size_t lanes = ibatch::size;
+    auto rng = lowbit::test::make_rng(431);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int trial = 0; trial < 100; ++trial) {
+        alignas(64) std::int32_t values[lanes];
+        for (auto& v : values) v = trial == 0 ? 0 : trial == 1 ? 255 : byte(rng);
+        std::vector<std::uint8_t> bytes(lanes + 8, 0xCD);
+        simd::store_bytes(ibatch::load_aligned(values), bytes.data() + 4);
+        for (std::size_t i = 0; i < lanes; ++i) CHECK(bytes[4 + i] == static_cast<std::uint8_t>(values[i]));
+        for (std::size_t i : {std::size_t{0}, std::size_t{3}, lanes + 4, lanes + 7}) CHECK(bytes[i] == 0xCD);
     }
 }
 

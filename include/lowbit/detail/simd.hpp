@@ -13,6 +13,7 @@
 #include "config.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -61,32 +62,17 @@ inline T reduce_add(const xsimd::batch<T, Arch>& values) noexcept {
     return arch_ops::reduce_add(values, Arch{});
 }
 
-/// Largest lane (NaN lanes give an unspecified lane; callers filter NaN first).
+/// Largest lane (NaN lanes give an unspecified lane, and which of +0 / -0 when both are there; callers
+/// filter NaN first).
 template <class T, class Arch>
 inline T reduce_max(const xsimd::batch<T, Arch>& values) noexcept {
-#if XSIMD_VERSION_MAJOR >= 9
-    return xsimd::reduce_max(values);
-#else
-    alignas(Arch::alignment()) T lanes[xsimd::batch<T, Arch>::size];
-    values.store_aligned(lanes);
-    T largest = lanes[0];
-    for (std::size_t i = 1; i < xsimd::batch<T, Arch>::size; ++i) largest = lanes[i] > largest ? lanes[i] : largest;
-    return largest;
-#endif
+    return arch_ops::reduce_max(values, Arch{});
 }
 
-/// Smallest lane (NaN lanes give an unspecified lane; callers filter NaN first).
+/// Smallest lane (same caveats as reduce_max).
 template <class T, class Arch>
 inline T reduce_min(const xsimd::batch<T, Arch>& values) noexcept {
-#if XSIMD_VERSION_MAJOR >= 9
-    return xsimd::reduce_min(values);
-#else
-    alignas(Arch::alignment()) T lanes[xsimd::batch<T, Arch>::size];
-    values.store_aligned(lanes);
-    T smallest = lanes[0];
-    for (std::size_t i = 1; i < xsimd::batch<T, Arch>::size; ++i) smallest = lanes[i] < smallest ? lanes[i] : smallest;
-    return smallest;
-#endif
+    return arch_ops::reduce_min(values, Arch{});
 }
 
 /// Reinterprets the bits of a batch as another element type of the same width
@@ -152,6 +138,13 @@ inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first,
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values) noexcept {
     arch_ops::store_stream(aligned_address, values, Arch{});
+}
+
+/// Stores each lane, which must lie in [0, 255], as one byte: bytes[i] = values[i] (a narrowing store;
+/// lanes outside the range give unspecified bytes).
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes) noexcept {
+    arch_ops::store_bytes(values, bytes, Arch{});
 }
 
 /// Orders earlier streaming stores before later stores (sfence on x86; nothing elsewhere).

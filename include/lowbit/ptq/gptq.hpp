@@ -140,7 +140,8 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
     Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic> codes(panel_rows, cols);
     Eigen::VectorXf scale(panel_rows), bias(panel_rows), low(panel_rows), high(panel_rows);
     std::vector<float> group_values(GroupSize);
-    std::vector<std::int32_t> group_codes(GroupSize), row_codes(static_cast<std::size_t>(cols));
+    std::vector<std::int32_t> group_codes(GroupSize);
+    std::vector<std::uint8_t> row_codes(static_cast<std::size_t>(cols));
     for (Eigen::Index r0 = 0; r0 < rows; r0 += panel_rows) {
         const Eigen::Index p = std::min(panel_rows, rows - r0);
         auto panel = work.topRows(p);

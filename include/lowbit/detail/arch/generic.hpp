@@ -7,6 +7,7 @@
 #include "../config.hpp"
 
 #include <cstddef>
+#include <cstdint>
 
 #include <xsimd/xsimd.hpp>
 
@@ -19,6 +20,32 @@ inline T reduce_add(const xsimd::batch<T, Arch>& values, const xsimd::generic&) 
     return xsimd::reduce_add(values);
 #else
     return xsimd::hadd(values);
+#endif
+}
+
+template <class T, class Arch>
+inline T reduce_max(const xsimd::batch<T, Arch>& values, const xsimd::generic&) noexcept {
+#if XSIMD_VERSION_MAJOR >= 9
+    return xsimd::reduce_max(values);
+#else
+    alignas(Arch::alignment()) T lanes[xsimd::batch<T, Arch>::size];
+    values.store_aligned(lanes);
+    T largest = lanes[0];
+    for (std::size_t i = 1; i < xsimd::batch<T, Arch>::size; ++i) largest = lanes[i] > largest ? lanes[i] : largest;
+    return largest;
+#endif
+}
+
+template <class T, class Arch>
+inline T reduce_min(const xsimd::batch<T, Arch>& values, const xsimd::generic&) noexcept {
+#if XSIMD_VERSION_MAJOR >= 9
+    return xsimd::reduce_min(values);
+#else
+    alignas(Arch::alignment()) T lanes[xsimd::batch<T, Arch>::size];
+    values.store_aligned(lanes);
+    T smallest = lanes[0];
+    for (std::size_t i = 1; i < xsimd::batch<T, Arch>::size; ++i) smallest = lanes[i] < smallest ? lanes[i] : smallest;
+    return smallest;
 #endif
 }
 
@@ -63,6 +90,16 @@ inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first, con
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values, const xsimd::generic&) noexcept {
     values.store_aligned(aligned_address);
+}
+
+/// Each lane (in [0, 255]) as one byte, through memory.
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
+                        const xsimd::generic&) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<std::int32_t, Arch>::size;
+    alignas(64) std::int32_t words[lanes];
+    values.store_aligned(words);
+    for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<std::uint8_t>(words[i]);
 }
 
 }  // namespace detail::simd::arch_ops

@@ -10,9 +10,12 @@
 
 #include "../config.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include <xsimd/xsimd.hpp>
+
+#include "x86_sse2.hpp"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -20,18 +23,34 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::simd::arch_ops {
 
-/// Sums the halves with masked extracts (xsimd 13's reduce_add and _mm512_castps512_ps256 trip the
-/// warning above).
-template <class Arch>
-inline float reduce_add(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
+/// The 256-bit halves (masked extracts: xsimd 13's reductions and _mm512_castps512_ps256 trip the warning
+/// above), then the 128-bit ones, then the four lanes, folded with `combine`.
+template <class Arch, class Combine256, class Combine128>
+inline float fold_sixteen(const xsimd::batch<float, Arch>& values, Combine256 combine256, Combine128 combine128) noexcept {
     const __m512d all = _mm512_castps_pd(values);
     const __m256d zero = _mm256_setzero_pd();
     const __m256 low = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 0));
     const __m256 high = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(zero, static_cast<__mmask8>(0xF), all, 1));
-    const __m256 eight = _mm256_add_ps(low, high);
-    __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
-    four = _mm_add_ps(four, _mm_movehl_ps(four, four));
-    return _mm_cvtss_f32(_mm_add_ss(four, _mm_movehdup_ps(four)));
+    const __m256 eight = combine256(low, high);
+    return fold_four(combine128(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1)), combine128);
+}
+
+template <class Arch>
+inline float reduce_add(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
+    return fold_sixteen(values, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); },
+                        [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
+}
+
+template <class Arch>
+inline float reduce_max(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
+    return fold_sixteen(values, [](__m256 a, __m256 b) { return _mm256_max_ps(a, b); },
+                        [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
+}
+
+template <class Arch>
+inline float reduce_min(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
+    return fold_sixteen(values, [](__m256 a, __m256 b) { return _mm256_min_ps(a, b); },
+                        [](__m128 a, __m128 b) { return _mm_min_ps(a, b); });
 }
 
 template <class Arch>
@@ -77,6 +96,13 @@ inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first, con
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
     _mm512_stream_ps(aligned_address, values);
+}
+
+/// vpmovdb straight to memory (the masked store form, for the warning above); lanes in [0, 255].
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
+                        const xsimd::avx512f&) noexcept {
+    _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
 }
 
 }  // namespace detail::simd::arch_ops

@@ -1,7 +1,11 @@
-// simd:: operations specific to SSE2 (and the SSE family built on it): the streaming store.
+// simd:: operations specific to SSE2 (and the SSE family built on it): the streaming store, the
+// float min / max reductions and the int32-to-byte narrowing store.
 #pragma once
 
 #include "../config.hpp"
+
+#include <cstdint>
+#include <cstring>
 
 #include <xsimd/xsimd.hpp>
 
@@ -14,6 +18,31 @@ namespace detail::simd::arch_ops {
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values, const xsimd::sse2&) noexcept {
     _mm_stream_ps(aligned_address, values);
+}
+
+/// The four lanes of a register folded by halves with `combine` (_mm_max_ps or _mm_min_ps).
+template <class Combine>
+inline float fold_four(__m128 four, Combine combine) noexcept {
+    four = combine(four, _mm_movehl_ps(four, four));
+    return _mm_cvtss_f32(combine(four, _mm_shuffle_ps(four, four, 1)));
+}
+
+template <class Arch>
+inline float reduce_max(const xsimd::batch<float, Arch>& values, const xsimd::sse2&) noexcept {
+    return fold_four(values, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
+}
+
+template <class Arch>
+inline float reduce_min(const xsimd::batch<float, Arch>& values, const xsimd::sse2&) noexcept {
+    return fold_four(values, [](__m128 a, __m128 b) { return _mm_min_ps(a, b); });
+}
+
+/// Two saturating packs (int32 -> int16 -> uint8); exact for lanes in [0, 255].
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes, const xsimd::sse2&) noexcept {
+    const __m128i halves = _mm_packs_epi32(values, values);
+    const std::int32_t four = _mm_cvtsi128_si32(_mm_packus_epi16(halves, halves));
+    std::memcpy(bytes, &four, sizeof four);
 }
 
 }  // namespace detail::simd::arch_ops

@@ -13,7 +13,7 @@
 //                                                  {2, 4, 8}), kernels::qgemv_f32_batch
 //                                                  (2 <= M <= 32, same bits),
 //                                                  kernels::qgemm_f32 (rest)
-//   quantize one group           MLX affine        kernels::quantize_group_f32          reference::quantize_group
+//   quantize a row of groups     MLX affine        kernels::quantize_row_f32            reference::quantize_group
 //
 // A new instruction set is a new simd::arch (detail/arch/) that the kernels above accept; a new kernel
 // for a format is one more row in its file (MlxAffineF32Kernels shows the shape of a kernel table); a new

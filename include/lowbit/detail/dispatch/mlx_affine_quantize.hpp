@@ -5,8 +5,10 @@
 #include "../config.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/packing.hpp"
@@ -17,30 +19,37 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// Quantizes one group of GroupSize values (MLX's rule) into int32 codes; false when a value is not
-/// finite (then nothing else is meaningful).
-template <int GroupSize, int Bits>
-bool quantize_group(const float* values, std::int32_t* codes, float& scale, float& bias) {
-    if constexpr (simd::enabled) {
-        record(KernelOp::quantize_group, KernelPath::simd);
-        return kernels::quantize_group_f32<simd::arch, GroupSize, Bits>(values, codes, scale, bias);
-    } else {
-        record(KernelOp::quantize_group, KernelPath::reference);
-        for (int i = 0; i < GroupSize; ++i)
-            if (!std::isfinite(values[i])) return false;
-        std::tie(scale, bias) = reference::quantize_group<Bits>(values, GroupSize, codes);
-        return true;
-    }
-}
-
-/// Packs one row of `count` int32 codes (a multiple of 32) into MLX words.
-template <int Bits>
-void pack_row_codes(const std::int32_t* codes, std::size_t count, std::uint32_t* words) {
-    if constexpr (simd::enabled && 32 % Bits == 0) {
-        kernels::pack_whole_word_codes<simd::arch, Bits>(codes, count, words);
+/// Packs one row of `count` codes (a multiple of 32, each < 2^Bits) into MLX words: byte codes eight at
+/// a time (pack_code_bytes), other code types one 32-code block at a time (pack_codes).
+template <int Bits, class Code>
+void pack_row_codes(const Code* codes, std::size_t count, std::uint32_t* words) {
+    if constexpr (std::is_same_v<Code, std::uint8_t>) {
+        kernels::pack_code_bytes<Bits>(codes, count, words);
     } else {
         kernels::pack_codes<Bits>(codes, count, words);
     }
+}
+
+/// Quantizes one row of `groups` groups of GroupSize values (MLX's rule) into its packed words, scales
+/// and biases; code_bytes is scratch for groups * GroupSize bytes. False when a value is not finite (the
+/// outputs are then unspecified; the caller finds the value).
+template <int GroupSize, int Bits>
+bool quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                  float* scales, float* biases) {
+    if constexpr (simd::enabled) {
+        record(KernelOp::quantize_group, KernelPath::simd);
+        if (!kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales, biases))
+            return false;
+    } else {
+        record(KernelOp::quantize_group, KernelPath::reference);
+        for (std::size_t i = 0; i < groups * GroupSize; ++i)
+            if (!std::isfinite(values[i])) return false;
+        for (std::size_t g = 0; g < groups; ++g)
+            std::tie(scales[g], biases[g]) =
+                reference::quantize_group<Bits>(values + g * GroupSize, GroupSize, code_bytes + g * GroupSize);
+    }
+    pack_row_codes<Bits>(code_bytes, groups * GroupSize, words);
+    return true;
 }
 
 }  // namespace detail

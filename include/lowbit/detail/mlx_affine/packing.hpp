@@ -8,8 +8,10 @@
 
 #include "../config.hpp"
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -33,6 +35,48 @@ inline void pack_codes(const Code* codes, std::size_t count, std::uint32_t* word
                 out[written++] = static_cast<std::uint32_t>(window);
                 window >>= 32;
                 filled -= 32;
+            }
+        }
+    }
+}
+
+/// Packs `count` code bytes (a multiple of 32, each < 2^Bits) into count*Bits/32 words, as pack_codes.
+/// For Bits 2, 4 and 8 on a little-endian host, eight codes at a time in one 64-bit register (code i in
+/// byte i), neighbours merged by three halving steps (B = Bits; each mask keeps the merged field):
+///
+///   8-bit fields:   c0 | c1 | c2 | c3 | c4 | c5 | c6 | c7        each < 2^B
+///   16-bit fields:  c0 + c1<<B | c2 + c3<<B | ...                 x = (x | x >> (8 - B))  & 2B-bit fields
+///   32-bit fields:  c0..c3 in 4B bits | c4..c7 in 4B bits         x = (x | x >> (16 - 2B)) & 4B-bit fields
+///   64 bits:        c0..c7 in 8B bits (the MLX stream order)      x = (x | x >> (32 - 4B)) & 8B bits
+///
+/// giving one word per 8 codes at B = 4 and half a word at B = 2 (8-bit codes are the words' bytes).
+template <int Bits>
+inline void pack_code_bytes(const std::uint8_t* codes, std::size_t count, std::uint32_t* words) {
+    if constexpr (std::endian::native != std::endian::little || (Bits != 2 && Bits != 4 && Bits != 8)) {
+        pack_codes<Bits>(codes, count, words);
+    } else if constexpr (Bits == 8) {
+        std::memcpy(words, codes, count);
+    } else {
+        constexpr auto fields = [](unsigned width, unsigned spacing) {
+            std::uint64_t mask = 0;
+            for (unsigned at = 0; at < 64; at += spacing) mask |= ((std::uint64_t{1} << width) - 1) << at;
+            return mask;
+        };
+        constexpr unsigned B = Bits;
+        const auto merge_eight = [&](const std::uint8_t* eight) {
+            std::uint64_t x;
+            std::memcpy(&x, eight, sizeof x);
+            x = (x | x >> (8 - B)) & fields(2 * B, 16);
+            x = (x | x >> (16 - 2 * B)) & fields(4 * B, 32);
+            return static_cast<std::uint32_t>((x | x >> (32 - 4 * B)) & fields(8 * B, 64));
+        };
+        constexpr std::size_t codes_per_word = 32 / B;
+        for (std::size_t word = 0; word < count / codes_per_word; ++word) {
+            const std::uint8_t* in = codes + word * codes_per_word;
+            if constexpr (B == 4) {
+                words[word] = merge_eight(in);
+            } else {
+                words[word] = merge_eight(in) | merge_eight(in + 8) << 16;
             }
         }
     }

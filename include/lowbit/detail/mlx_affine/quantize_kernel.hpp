@@ -1,17 +1,23 @@
-// quantize_group_f32: one group of GroupSize floats quantized by the MLX affine rule (quantize.hpp),
-// vectorised with xsimd, bit for bit equal to reference::quantize_group: the extremes by lane-wise
+// quantize_row_f32: one row of groups quantized by the MLX affine rule (quantize.hpp), vectorised with
+// xsimd, bit for bit equal to reference::quantize_group on every group: the extremes by lane-wise
 // min / max (the values are finite, so the order and the sign of zero extremes cannot change s or b:
-// s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the quotient by a true
-// division (as the reference), RNE by simd::nearbyint, the clamp by simd::max / min.
-// Non-finite values are detected in the same pass (x * 0 is NaN exactly for NaN and +-Inf) and the
-// group is then left to the caller (false returned), which reports the element.
+// s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the scale and bias by
+// the scalar group_scale_bias itself, the quotient by a true division (as the reference), RNE by
+// simd::nearbyint, the clamp by simd::max / min, and one byte per code (simd::store_bytes).
+// Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
+// scales and biases (three dependent scalar divisions each, independent across groups, so they overlap),
+// then their codes; one group at a time, the scalar chain would stall the vector divisions behind it.
+// Non-finite values are detected in the first pass (x * 0 is NaN exactly for NaN and +-Inf) and the row
+// is then left to the caller (false returned), which finds and reports the element.
 #pragma once
 
 #include "../config.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 #include <xsimd/xsimd.hpp>
@@ -23,67 +29,60 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// codes[i] (int32) for the GroupSize values of one group; scale and bias set. Returns false, with
-/// codes, scale and bias unspecified, when a value is NaN or infinite.
-template <class Arch, int GroupSize, int Bits>
-bool quantize_group_f32(const float* values, std::int32_t* codes, float& scale, float& bias) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = static_cast<int>(fbatch::size);
-    static_assert(GroupSize % W == 0, "quantize_group_f32: GroupSize must be a multiple of the float lanes");
-    constexpr int steps = GroupSize / W;
-    std::array<fbatch, steps> v;
-    static_for<steps>([&](auto i) { v[i] = fbatch::load_unaligned(values + i * W); });
-    fbatch low = v[0], high = v[0], poison = v[0] * fbatch(0.0f);
-    static_for<steps - 1>([&](auto step) {
-        constexpr int i = decltype(step)::value + 1;
-        low = simd::min(v[i], low);
-        high = simd::max(v[i], high);
-        poison = simd::fma(v[i], fbatch(0.0f), poison);
-    });
-    if (!(simd::reduce_add(poison) == 0.0f)) return false;
-    const float w_min = simd::reduce_min(low), w_max = simd::reduce_max(high);
-    const auto [s, b] = group_scale_bias<Bits>(w_min, w_max);
-    scale = s;
-    bias = b;
-    const fbatch scale_v(s), bias_v(b), zero(0.0f), top(static_cast<float>((1 << Bits) - 1));
-    static_for<steps>([&](auto i) {
-        const fbatch code = simd::min(top, simd::max(zero, simd::nearbyint((v[i] - bias_v) / scale_v)));
-        xsimd::batch_cast<std::int32_t>(code).store_unaligned(codes + i * W);
-    });
-    return true;
-}
+/// Groups per block of quantize_row_f32 (enough scalar chains in flight to hide their latency).
+inline constexpr std::size_t quantize_block_groups = 16;
+/// Floats per 64-byte cache line (the prefetch step).
+inline constexpr std::size_t cache_line_floats = 16;
 
-/// Packs `count` int32 codes (a multiple of W * 32 / Bits... any multiple of 32) into MLX words, for Bits
-/// dividing 32: each code is shifted to its place in its word by a lane-wise shift, then the 32 / Bits
-/// shifted codes of a word are OR-ed (their bits are disjoint). Equals pack_codes (packing.hpp).
-template <class Arch, int Bits>
-void pack_whole_word_codes(const std::int32_t* codes, std::size_t count, std::uint32_t* words) {
-    static_assert(32 % Bits == 0, "pack_whole_word_codes: codes must not straddle words");
-    using ubatch = xsimd::batch<std::uint32_t, Arch>;
-    constexpr std::size_t W = ubatch::size;
-    constexpr std::size_t codes_per_word = 32 / Bits;
-    alignas(64) std::array<std::uint32_t, W> shift_amounts{};
-    for (std::size_t i = 0; i < W; ++i) shift_amounts[i] = static_cast<std::uint32_t>((i % codes_per_word) * Bits);
-    const ubatch shifts = ubatch::load_aligned(shift_amounts.data());
-    alignas(64) std::array<std::uint32_t, W> shifted{};
-    std::size_t i = 0;
-    if constexpr (W % codes_per_word == 0) {
-        for (; i + W <= count; i += W) {
-            (ubatch::load_unaligned(reinterpret_cast<const std::uint32_t*>(codes + i)) << shifts)
-                .store_aligned(shifted.data());
-            for (std::size_t w = 0; w < W / codes_per_word; ++w) {
-                std::uint32_t word = 0;
-                for (std::size_t t = 0; t < codes_per_word; ++t) word |= shifted[w * codes_per_word + t];
-                words[(i / codes_per_word) + w] = word;
-            }
+/// codes[i] (one byte, < 2^Bits) for the groups * GroupSize values of a row; scales[g] and biases[g]
+/// for each group. Returns false, with the outputs unspecified, when a value is NaN or infinite.
+template <class Arch, int GroupSize, int Bits>
+bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* codes, float* scales, float* biases) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ibatch = xsimd::batch<std::int32_t, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    static_assert(GroupSize % W == 0, "quantize_row_f32: GroupSize must be a multiple of the float lanes");
+    static_assert(fbatch::size == ibatch::size, "quantize_row_f32: int32 and float lanes must pair up");
+    constexpr int steps = GroupSize / W;
+    const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1));
+    std::array<float, quantize_block_groups> lows{}, highs{};
+    for (std::size_t first = 0; first < groups; first += quantize_block_groups) {
+        const std::size_t count = std::min(quantize_block_groups, groups - first);
+        fbatch poison = zero;
+        for (std::size_t g = 0; g < count; ++g) {
+            const float* group = values + (first + g) * GroupSize;
+            fbatch low = fbatch::load_unaligned(group), high = low, group_poison = low * zero;
+            static_for<steps - 1>([&](auto step) {
+                constexpr int i = decltype(step)::value + 1;
+                const fbatch v = fbatch::load_unaligned(group + i * W);
+                low = simd::min(v, low);
+                high = simd::max(v, high);
+                group_poison = simd::fma(v, zero, group_poison);
+            });
+            poison = poison + group_poison;
+            lows[g] = simd::reduce_min(low);
+            highs[g] = simd::reduce_max(high);
+        }
+        if (!(simd::reduce_add(poison) == 0.0f)) return false;
+        for (std::size_t g = 0; g < count; ++g)
+            std::tie(scales[first + g], biases[first + g]) = group_scale_bias<Bits>(lows[g], highs[g]);
+        for (std::size_t g = 0; g < count; ++g) {
+            const std::size_t offset = (first + g) * GroupSize;
+            // The same group of the next block, into L1 while this one divides: the extremes pass then
+            // finds it there instead of waiting on DRAM. A hint only: past the row's end it may touch the
+            // next row or nothing (a prefetch never faults).
+            for (std::size_t line = 0; line < GroupSize; line += cache_line_floats)
+                __builtin_prefetch(values + offset + quantize_block_groups * GroupSize + line, 0, 3);
+            const fbatch scale(scales[first + g]), bias(biases[first + g]);
+            static_for<steps>([&](auto step) {
+                constexpr int i = decltype(step)::value;
+                const fbatch v = fbatch::load_unaligned(values + offset + i * W);
+                const fbatch code = simd::min(top, simd::max(zero, simd::nearbyint((v - bias) / scale)));
+                simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+            });
         }
     }
-    for (; i < count; i += codes_per_word) {
-        std::uint32_t word = 0;
-        for (std::size_t t = 0; t < codes_per_word; ++t)
-            word |= static_cast<std::uint32_t>(codes[i + t]) << (t * Bits);
-        words[i / codes_per_word] = word;
-    }
+    return true;
 }
 
 }  // namespace detail::kernels
