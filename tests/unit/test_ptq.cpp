@@ -1,6 +1,6 @@
 // Post-training quantizers (lowbit/ptq.hpp): each never worse than MLX's RTN on the error it minimises,
-// on random and structured matrices and every format (support/formats.hpp); GPTQ against a naive
-// column-by-column OBQ update in double; bit allocation within its budget; bad input.
+// on random and structured matrices and every format; GPTQ against a naive column-by-column OBQ update
+// in double; bit allocation within its budget; bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,7 +19,6 @@
 #include <lowbit/lowbit.hpp>
 #include <lowbit/ptq.hpp>
 
-#include "support/formats.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -107,7 +106,7 @@ RowMatrixXf calibration(std::uint64_t salt, Eigen::Index samples, Eigen::Index i
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("clip_search is never worse than RTN on its (weighted) squared error", "[ptq]",
-                        lowbit::test::TypedTestFormats) {
+                        lowbit::MlxAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     const Eigen::Index cols = 256;
     const RowMatrixXf x = calibration(11, 64, cols);
@@ -134,7 +133,7 @@ TEST_CASE("clip_search lowers the error of groups with outliers", "[ptq]") {
     CHECK(clipped_total < 0.95 * rtn_total);
 }
 
-TEMPLATE_LIST_TEST_CASE("hqq is never worse than RTN on the lp error", "[ptq]", lowbit::test::TypedTestFormats) {
+TEMPLATE_LIST_TEST_CASE("hqq is never worse than RTN on the lp error", "[ptq]", lowbit::MlxAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     lowbit::HqqOptions options;
     for (const auto& [name, w] : test_matrices(14, 12, 256)) {
@@ -218,7 +217,7 @@ TEST_CASE("gptq matches a naive column-by-column OBQ computation on a tiny layer
 }
 
 TEMPLATE_LIST_TEST_CASE("gptq is never worse than RTN on the calibration output error", "[ptq]",
-                        lowbit::test::TypedTestFormats) {
+                        lowbit::MlxAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     const RowMatrixXf x = calibration(31, 300, 256);
     for (const auto& [name, w] : test_matrices(32, 10, 256)) {
