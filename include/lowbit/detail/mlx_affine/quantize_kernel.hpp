@@ -34,6 +34,30 @@ inline constexpr std::size_t quantize_block_groups = 16;
 /// Floats per 64-byte cache line (the prefetch step).
 inline constexpr std::size_t cache_line_floats = 16;
 
+/// Lane-wise min and max of Count values (Count a multiple of the float lanes) and their poison, the
+/// lane-wise sum of value * 0: zero exactly when every value is finite (NaN and +-Inf give NaN).
+template <class Arch>
+struct LaneExtremes {
+    xsimd::batch<float, Arch> low, high, poison;
+};
+
+template <class Arch, int Count>
+LOWBIT_ALWAYS_INLINE inline LaneExtremes<Arch> lane_extremes(const float* values) noexcept {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    static_assert(Count % W == 0, "lane_extremes: Count must be a multiple of the float lanes");
+    const fbatch zero(0.0f);
+    LaneExtremes<Arch> e{fbatch::load_unaligned(values), fbatch::load_unaligned(values), zero};
+    e.poison = e.low * zero;
+    static_for<Count / W - 1>([&](auto step) {
+        const fbatch v = fbatch::load_unaligned(values + (decltype(step)::value + 1) * W);
+        e.low = simd::min(v, e.low);
+        e.high = simd::max(v, e.high);
+        e.poison = simd::fma(v, zero, e.poison);
+    });
+    return e;
+}
+
 /// codes[i] (one byte, < 2^Bits) for the groups * GroupSize values of a row; scales[g] and biases[g]
 /// for each group. Returns false, with the outputs unspecified, when a value is NaN or infinite.
 template <class Arch, int GroupSize, int Bits>
@@ -50,18 +74,10 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
         const std::size_t count = std::min(quantize_block_groups, groups - first);
         fbatch poison = zero;
         for (std::size_t g = 0; g < count; ++g) {
-            const float* group = values + (first + g) * GroupSize;
-            fbatch low = fbatch::load_unaligned(group), high = low, group_poison = low * zero;
-            static_for<steps - 1>([&](auto step) {
-                constexpr int i = decltype(step)::value + 1;
-                const fbatch v = fbatch::load_unaligned(group + i * W);
-                low = simd::min(v, low);
-                high = simd::max(v, high);
-                group_poison = simd::fma(v, zero, group_poison);
-            });
-            poison = poison + group_poison;
-            lows[g] = simd::reduce_min(low);
-            highs[g] = simd::reduce_max(high);
+            const LaneExtremes<Arch> group = lane_extremes<Arch, GroupSize>(values + (first + g) * GroupSize);
+            poison = poison + group.poison;
+            lows[g] = simd::reduce_min(group.low);
+            highs[g] = simd::reduce_max(group.high);
         }
         if (!(simd::reduce_add(poison) == 0.0f)) return false;
         for (std::size_t g = 0; g < count; ++g)

@@ -7,13 +7,10 @@
 #include "../config.hpp"
 
 #include <algorithm>
-#include <array>
 #include <utility>
 
-#include <xsimd/xsimd.hpp>
-
+#include "../mlx_affine/quantize_kernel.hpp"
 #include "../simd.hpp"
-#include "../unroll.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::ptq {
@@ -33,24 +30,13 @@ inline std::pair<float, float> group_range(const float* values) noexcept {
 
 }  // namespace reference
 
-/// {min, max} of values[0 .. Count) (finite), in the lanes of the translation unit's instruction set.
+/// {min, max} of values[0 .. Count) (finite), in the lanes of the translation unit's instruction set
+/// (kernels::lane_extremes, the first pass of the quantize kernel; its unused poison is optimised away).
 template <int Count>
 inline std::pair<float, float> group_range(const float* values) noexcept {
     if constexpr (simd::enabled && Count % simd::width<float> == 0) {
-        using fbatch = simd::batch<float>;
-        constexpr int W = static_cast<int>(fbatch::size);
-        fbatch low = fbatch::load_unaligned(values), high = low;
-        static_for<Count / W - 1>([&](auto step) {
-            const fbatch v = fbatch::load_unaligned(values + (decltype(step)::value + 1) * W);
-            low = simd::min(v, low);
-            high = simd::max(v, high);
-        });
-        // Lanes reduced from memory: xsimd 13's reduce_min / reduce_max swizzle from an undefined
-        // register that GCC 12 reports once inlined here (GCC bug 105593).
-        alignas(64) std::array<float, W> low_lanes{}, high_lanes{};
-        low.store_aligned(low_lanes.data());
-        high.store_aligned(high_lanes.data());
-        return {*std::min_element(low_lanes.begin(), low_lanes.end()), *std::max_element(high_lanes.begin(), high_lanes.end())};
+        const auto lanes = kernels::lane_extremes<simd::arch, Count>(values);
+        return {simd::reduce_min(lanes.low), simd::reduce_max(lanes.high)};
     } else {
         return reference::group_range<Count>(values);
     }
