@@ -1,7 +1,9 @@
 // lowbit's quantized inference rows: quantize (against the scalar reference rule, split over the same
 // threads), and quantized_matmul at the shared matmul shapes beside Eigen fp32 on the same shape (ratio =
 // Eigen's median / ours, so above 1 is faster than Eigen). The int8-activation rows ("... lowbit int8",
-// docs/numerics.md N11) are compared with the exact row of the same shape. M > 1 rows also print their
+// docs/numerics.md N11) run QuantizedLinear::forward(x, Activations::int8) on a layer without bias
+// (quantized_matmul's result, on the int8 GEMM panels the layer builds on its first int8 call, here
+// before timing) and are compared with the exact row of the same shape. M > 1 rows also print their
 // fraction of the peak arithmetic row of their kind (cases_peak.cpp): `peak f32 fma` for the exact path,
 // `peak int8 dot` for the int8 one (GOP/s in the GFLOP/s column, 2 operations per multiply-add).
 //
@@ -27,7 +29,12 @@ namespace {
 
 template <int GroupSize, int Bits>
 std::string tag() {
-    return "q" + std::to_string(Bits) + " g" + std::to_string(GroupSize);
+    // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on the chained operator+.
+    std::string text = "q";
+    text += std::to_string(Bits);
+    text += " g";
+    text += std::to_string(GroupSize);
+    return text;
 }
 
 template <int GroupSize, int Bits>
@@ -90,6 +97,16 @@ void add_quantize_cases(Registry& registry, int threads) {
     registry.add(std::move(c));
 }
 
+/// A layer without bias on q (forward = quantized_matmul), with its int8 panels built when the rows
+/// are int8 ones (QuantizedLinear keeps them from its first int8 forward; built here, untimed).
+template <int GroupSize, int Bits>
+std::shared_ptr<QuantizedLinear<GroupSize, Bits>> int8_layer(QuantizedMatrix<GroupSize, Bits> q, const RowMatrixXf& x,
+                                                            Activations activations = Activations::int8) {
+    auto layer = std::make_shared<QuantizedLinear<GroupSize, Bits>>(std::move(q));
+    if (activations == Activations::int8) keep(layer->forward(x, Activations::int8).data());
+    return layer;
+}
+
 template <int GroupSize, int Bits>
 void add_matmul_cases(Registry& registry, int threads) {
     for (const MatmulShape& shape : matmul_shapes()) {
@@ -115,9 +132,9 @@ void add_matmul_cases(Registry& registry, int threads) {
         int8.baseline = c.name;
         int8.peak_of = shape.m == 1 ? "" : peak_int8_dot_name;
         int8.prepare = [shape]() -> Runner {
-            auto q = std::make_shared<QuantizedMatrix<GroupSize, Bits>>(random_quantized<GroupSize, Bits>(shape.n, shape.k));
             auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
-            return [q, x] { keep(quantized_matmul(*x, *q, Activations::int8).data()); };
+            auto layer = int8_layer(random_quantized<GroupSize, Bits>(shape.n, shape.k), *x);
+            return [layer, x] { keep(layer->forward(*x, Activations::int8).data()); };
         };
         registry.add(int8);
 
@@ -135,13 +152,15 @@ void add_matmul_cases(Registry& registry, int threads) {
                 const auto one = random_quantized<GroupSize, Bits>(shape.n, shape.k);
                 const double weight_bytes = packed_bytes<GroupSize, Bits>(MatmulShape{0, shape.n, shape.k});
                 const int copies = static_cast<int>((256.0 * (1 << 20)) / weight_bytes) + 1;  // >= 256 MiB in all
-                auto weights = std::make_shared<std::vector<QuantizedMatrix<GroupSize, Bits>>>(copies, one);
                 auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(1, shape.k));
+                // Distinct layers (a copy would share its panels), each with its panels built.
+                auto layers = std::make_shared<std::vector<std::shared_ptr<QuantizedLinear<GroupSize, Bits>>>>();
+                for (int i = 0; i < copies; ++i) layers->push_back(int8_layer(one, *x, activations));
                 auto next = std::make_shared<std::size_t>(0);
-                return [weights, x, next, activations] {
-                    const auto& q = (*weights)[*next];
-                    *next = (*next + 1) % weights->size();
-                    keep(quantized_matmul(*x, q, activations).data());
+                return [layers, x, next, activations] {
+                    const auto& layer = *(*layers)[*next];
+                    *next = (*next + 1) % layers->size();
+                    keep(layer.forward(*x, activations).data());
                 };
             };
             registry.add(std::move(dram));

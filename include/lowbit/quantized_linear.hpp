@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -66,10 +67,11 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
 
 /// The public quantized_matmul with errors naming `function`, for the activations Kind. Kind is a
 /// template parameter so that a program (or a layer's forward(x)) that never asks for int8 activations
-/// does not compile the int8 kernels of every format it uses.
+/// does not compile the int8 kernels of every format it uses. `panels`: q's layer cache for the int8
+/// GEMM (dispatch/mlx_affine.hpp), or null.
 template <Activations Kind, class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q) {
+                                   const QuantizedMatrix<GroupSize, Bits>& q, Int8PanelCache* panels = nullptr) {
     q.check_shapes(function);
     const RowMatrixRef input(x.derived());
     if (input.rows() == 0 || input.cols() == 0)
@@ -90,7 +92,8 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                                     std::to_string(c) + ") = " + float_text(input(r, c)) +
                                                     " is not finite (Activations::int8 needs finite x)");
         }
-        quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
+        quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols(),
+                              MatmulKernel::automatic, panels);
     } else {
         quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
     }
@@ -100,8 +103,9 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
 /// quantized_matmul_named with the activations chosen at run time.
 template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q, Activations activations) {
-    if (activations == Activations::int8) return quantized_matmul_named<Activations::int8>(function, x, q);
+                                   const QuantizedMatrix<GroupSize, Bits>& q, Activations activations,
+                                   Int8PanelCache* panels = nullptr) {
+    if (activations == Activations::int8) return quantized_matmul_named<Activations::int8>(function, x, q, panels);
     return quantized_matmul_named<Activations::f32>(function, x, q);
 }
 
@@ -210,11 +214,16 @@ public:
     }
 
     /// forward(x) with the activations chosen (see quantized_matmul(x, q, activations)); f32 is forward(x).
+    /// The first int8 call on a 2-, 4- or 8-bit layer also reorders the weights into the int8 GEMM's
+    /// panels and keeps them (as much memory again as weight()'s codes, scales and biases; copies share
+    /// them); later calls run on them at every batch size. Results are within the same N11 bound as
+    /// quantized_matmul(x, weight(), Activations::int8), not necessarily bit-identical to it.
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x, Activations activations) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,
                       "lowbit::QuantizedLinear::forward takes a float x");
-        RowMatrixXf out = detail::quantized_matmul_named("lowbit::QuantizedLinear::forward", x, weight_, activations);
+        RowMatrixXf out =
+            detail::quantized_matmul_named("lowbit::QuantizedLinear::forward", x, weight_, activations, int8_panels_.get());
         if (bias_) out.rowwise() += bias_->transpose();
         return out;
     }
@@ -241,6 +250,9 @@ public:
 private:
     Matrix weight_;
     std::optional<Eigen::VectorXf> bias_;
+    // The int8 GEMM's panels of weight_, built by the first int8 forward (2, 4 and 8 bits; as many
+    // bytes as weight_'s codes, scales and biases) and shared by copies; null only when moved from.
+    std::shared_ptr<detail::Int8PanelCache> int8_panels_ = std::make_shared<detail::Int8PanelCache>();
 };
 
 LOWBIT_END_NAMESPACE

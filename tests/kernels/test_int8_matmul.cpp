@@ -5,13 +5,16 @@
 // row-dot kernel, the row block (MR) and column panel (NR) of the GEMM and the ranges the drivers
 // slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails
 // and panels whose words are not a whole number of transposed blocks are read), a large K, and odd
-// strides; each kernel also called directly over every M; the vectorized activation quantizer against
-// its reference; the integer sums bit for bit (inputs whose float arithmetic is exact); all-zero
-// groups; ties at .5; NaN and Inf; and the documented bound of the int8 path against the f32 path.
+// strides; each kernel also called directly over every M, and the GEMM on a layer's panels (built
+// once: QuantizedLinear's int8 forward) bit for bit against the per-call GEMM; the vectorized
+// activation quantizer against its reference; the integer sums bit for bit (inputs whose float
+// arithmetic is exact); all-zero groups; ties at .5; NaN and Inf; and the documented bound of the
+// int8 path against the f32 path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -74,13 +77,31 @@ struct Terms {
     }
 };
 
-/// Which code computes the int8 matmul in check_against_reference.
-enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel };
+/// Which code computes the int8 matmul in check_against_reference. layer_panels: the dispatch with a
+/// layer's panel cache (QuantizedLinear's int8 forward), run twice (building the panels, then reusing
+/// them) and checked bit for bit against the per-call panel GEMM, whose tiles it shares.
+enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel, layer_panels };
 
 template <int GroupSize, int Bits>
 void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q,
               float* out, Index out_stride) {
     // One kernel for any M through the dispatch entry (compiled once for the suite: mlx_affine_instances.hpp).
+    if (runner == Int8Runner::layer_panels) {
+        detail::Int8PanelCache panels;
+        std::vector<float> first(static_cast<std::size_t>(M * out_stride), sentinel), per_call(first);
+        detail::quantized_matmul_int8(x, x_stride, M, q, first.data(), out_stride, detail::MatmulKernel::automatic, &panels);
+        detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride, detail::MatmulKernel::automatic, &panels);
+        CHECK(std::equal(first.begin(), first.end(), out));
+        using table = detail::MlxAffineI8Kernels<GroupSize, Bits, detail::dispatch_int8_ops>;
+        if constexpr (table::prepacked) {
+            CHECK(panels.panels.columns == detail::kernels::Int8TileShape<typename table::ops>::columns);
+            detail::quantized_matmul_int8(x, x_stride, M, q, per_call.data(), out_stride, detail::MatmulKernel::gemm);
+            CHECK(std::equal(per_call.begin(), per_call.end(), out));
+        } else {
+            CHECK(panels.panels.columns == 0);
+        }
+        return;
+    }
     const detail::MatmulKernel kernel = runner == Int8Runner::row_dot_kernel      ? detail::MatmulKernel::gemv
                                         : runner == Int8Runner::panel_gemm_kernel ? detail::MatmulKernel::gemm
                                                                                   : detail::MatmulKernel::automatic;
@@ -150,6 +171,19 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column 
     // The row-dot kernel directly past the rows the dispatch gives it; the dispatch on both sides of the threshold.
     for (const Index M : {4, 5, 9, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2, Int8Runner::row_dot_kernel);
     for (const Index M : {11, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2);
+}
+
+TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once", "[int8][kernels][N11]",
+                        lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
+    // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
+    // 3, 5 and 6 bits keep none and run the per-call dispatch.
+    for (const Index M : {1, 2, 5, 8, 13})
+        for (const Index N : {7, 32, 33, 65})
+            for (const Index groups : {1, 3})
+                check_against_reference<G, B>(rng, M, N, groups * G, M % 2, N % 3, Int8Runner::layer_panels);
+    check_against_reference<G, B>(rng, 3, 300, 512, 1, 0, Int8Runner::layer_panels);  // several panels per pass and thread
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",
@@ -290,8 +324,22 @@ TEST_CASE("int8 matmul: ties, zero rows and the f32 default are unchanged", "[in
     CHECK(lowbit::quantized_matmul(x, q, lowbit::Activations::f32) == lowbit::quantized_matmul(x, q));
     const lowbit::QuantizedLinear<64, 4> layer(q, Eigen::VectorXf::Constant(21, 0.25f));
     CHECK(layer.forward(x, lowbit::Activations::f32) == layer.forward(x));
+    // The layer's int8 forward runs the panel GEMM (on its panels, at every M): bit for bit the per-call
+    // GEMM's result plus the bias; a copy shares the panels and gives the same.
+    RowMatrixXf gemm(3, 21);
+    detail::quantized_matmul_int8(x.data(), 128, 3, q, gemm.data(), 21, detail::MatmulKernel::gemm);
     const RowMatrixXf y_layer = layer.forward(x, lowbit::Activations::int8);
-    CHECK(y_layer == (y.rowwise() + Eigen::RowVectorXf::Constant(21, 0.25f)));
+    CHECK(y_layer == (gemm.rowwise() + Eigen::RowVectorXf::Constant(21, 0.25f)));
+    const lowbit::QuantizedLinear<64, 4> copy = layer;
+    CHECK(copy.forward(x, lowbit::Activations::int8) == y_layer);
+    // A cache holding another microkernel's panels (a program mixing instruction sets) is left alone:
+    // the call packs per call.
+    detail::Int8PanelCache foreign;
+    std::call_once(foreign.built, [&] { foreign.panels.columns = 1; });
+    RowMatrixXf y_foreign(3, 21);
+    detail::quantized_matmul_int8(x.data(), 128, 3, q, y_foreign.data(), 21, detail::MatmulKernel::automatic, &foreign);
+    CHECK(y_foreign == y);
+    CHECK(foreign.panels.columns == 1);
 
     // Thread count never changes a result.
     const RowMatrixXf big_x = RowMatrixXf::Random(6, 128);

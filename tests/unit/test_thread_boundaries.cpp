@@ -363,7 +363,8 @@ namespace {
 
 /// quantized_matmul with Activations::int8 (docs/numerics.md N11) of x [batch, cols] and a quantized
 /// rows x cols matrix at every thread count equals the 1-thread result bit for bit (each output is
-/// one row dot or one GEMM tile, summed in a fixed order), and the 1-thread result is near the scalar
+/// one row dot or one GEMM tile, summed in a fixed order), so does a QuantizedLinear's int8 forward
+/// on its panels (built at that count), and the 1-thread result is near the scalar
 /// reference's (the kernel tests hold the exact bound; here a result cut short at a range edge or
 /// written to the wrong row would be far off).
 template <int GroupSize, int Bits>
@@ -377,11 +378,20 @@ void check_int8_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) 
     const double magnitude = (x.cwiseAbs() * lowbit::dequantize(q).cwiseAbs().transpose()).maxCoeff();
     INFO("GroupSize " << GroupSize << ", Bits " << Bits << ", rows " << rows << ", cols " << cols << ", batch " << batch);
     CHECK((reference - y_one).cwiseAbs().maxCoeff() <= 1e-4 * magnitude);
+    RowMatrixXf y_layer_first;
     for (const int threads : thread_counts) {
         lowbit::set_num_threads(threads);
         INFO("threads " << threads);
         CHECK(first_matrix_difference(lowbit::quantized_matmul(x, q, lowbit::Activations::int8), y_one) == -1);
+        // A layer builds its panels (threaded over panels) on its first int8 forward, at this count,
+        // and runs the panel GEMM on them at every M: the same result at every count.
+        const lowbit::QuantizedLinear<GroupSize, Bits> layer(q);
+        const RowMatrixXf y_layer = layer.forward(x, lowbit::Activations::int8);
+        CHECK(first_matrix_difference(layer.forward(x, lowbit::Activations::int8), y_layer) == -1);
+        if (threads == thread_counts[0]) y_layer_first = y_layer;
+        CHECK(first_matrix_difference(y_layer, y_layer_first) == -1);
     }
+    CHECK((reference - y_layer_first).cwiseAbs().maxCoeff() <= 1e-4 * magnitude);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "../config.hpp"
 
 #include <cstddef>
+#include <mutex>
 #include <type_traits>
 
 #include <Eigen/Core>
@@ -13,6 +14,7 @@
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/matmul_driver.hpp"
 #include "../mlx_affine/int8_matmul_reference.hpp"
+#include "../mlx_affine/int8_weight_panels.hpp"
 #include "../mlx_affine/matmul_reference.hpp"
 #include "../mlx_affine/qgemm_i8.hpp"
 #include "../mlx_affine/qgemv_i8.hpp"
@@ -94,14 +96,18 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
 
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
 /// instruction set Ops of detail/arch/x86_int8.hpp (void: none, the reference runs). Every bit width
-/// has them (3, 5 and 6 bits unpack codes to bytes first). Below gemm_rows rows the row-dot kernel
-/// of qgemv_i8.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from gemm_rows on the panel GEMM
-/// of qgemm_i8.hpp (recorded as GEMM); the threshold is measured (4096 x 4096, 1 thread).
+/// has them (3, 5 and 6 bits unpack codes to bytes first). Without a layer's panels: below gemm_rows
+/// rows the row-dot kernel of qgemv_i8.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from
+/// gemm_rows on the panel GEMM of qgemm_i8.hpp (recorded as GEMM); the threshold is measured (4096 x
+/// 4096, 1 thread). With a layer's Int8PanelCache and `prepacked` (2, 4 and 8 bits), the GEMM on the
+/// panels built once runs for every M (as fast as the row dot at M = 1, faster from M = 2; measured).
 template <int GroupSize, int Bits, class Ops>
 struct MlxAffineI8Kernels {
+    using ops = Ops;
     static constexpr bool simd = !std::is_same_v<Ops, void>;
     static constexpr bool gemv = simd;  ///< M = 1
     static constexpr bool gemm = simd;  ///< M > 1
+    static constexpr bool prepacked = simd && kernels::Int8PanelLayout<GroupSize, Bits>::packed;  ///< every M
     static constexpr Eigen::Index gemm_rows = 12;  ///< first M of the panel GEMM (M = 8: row dot faster, 16: GEMM)
 };
 
@@ -111,13 +117,26 @@ using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::availa
 
 /// out = the int8-activation matmul (N11) of x and q on raw row-major storage; x must be finite
 /// (the caller checks). Threads inside. `kernel`: automatic, gemv or batch (the row-dot kernel of
-/// qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or reference. Returns what ran.
+/// qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or reference. `panels`: q's layer
+/// cache or null; with it, automatic builds q's panels there once and runs the GEMM on them (when the
+/// table has `prepacked` and the cache holds this build's NR). Returns what ran.
 template <int GroupSize, int Bits>
 KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
                                     const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
-                                    MatmulKernel kernel) {
+                                    MatmulKernel kernel, Int8PanelCache* panels) {
     using table = MlxAffineI8Kernels<GroupSize, Bits, dispatch_int8_ops>;
     const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
+    if constexpr (table::prepacked) {
+        constexpr int NR = kernels::Int8TileShape<typename table::ops>::columns;
+        if (panels != nullptr && kernel == MatmulKernel::automatic) {
+            std::call_once(panels->built, [&] { panels->panels = kernels::pack_weight_panels_int8<dispatch_int8_ops, NR>(q); });
+            if (panels->panels.columns == NR) {
+                kernels::qgemm_i8_prepacked<dispatch_arch, dispatch_int8_ops, GroupSize, Bits>(
+                    x, x_stride, M, panels->panels, q.rows(), q.cols(), out, out_stride);
+                return {op, KernelPath::simd};
+            }
+        }
+    }
     if (kernel == MatmulKernel::automatic) kernel = M >= table::gemm_rows ? MatmulKernel::gemm : MatmulKernel::gemv;
     if constexpr (table::gemv && table::gemm) {
         if (kernel == MatmulKernel::gemm) {
@@ -137,8 +156,8 @@ KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen
 template <int GroupSize, int Bits>
 void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
                            const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
-                           MatmulKernel kernel = MatmulKernel::automatic) {
-    const KernelRun run = run_quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel);
+                           MatmulKernel kernel = MatmulKernel::automatic, Int8PanelCache* panels = nullptr) {
+    const KernelRun run = run_quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel, panels);
     record(run.op, run.path);
 }
 

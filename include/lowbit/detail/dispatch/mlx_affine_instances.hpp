@@ -27,7 +27,8 @@
         float*, ::Eigen::Index, ::lowbit::detail::MatmulKernel) -> ::lowbit::detail::KernelRun;              \
     keyword template auto ::lowbit::detail::run_quantized_matmul_int8<GroupSize, Bits>(                       \
         const float*, ::Eigen::Index, ::Eigen::Index, const ::lowbit::QuantizedMatrix<GroupSize, Bits>&,     \
-        float*, ::Eigen::Index, ::lowbit::detail::MatmulKernel) -> ::lowbit::detail::KernelRun
+        float*, ::Eigen::Index, ::lowbit::detail::MatmulKernel, ::lowbit::detail::Int8PanelCache*)             \
+        -> ::lowbit::detail::KernelRun
 
 /// Compiles the kernels of the format <GroupSize, Bits> in this translation unit (see above).
 #define LOWBIT_INSTANTIATE_MLX_AFFINE_KERNELS(GroupSize, Bits) LOWBIT_MLX_AFFINE_KERNELS_WITH(, GroupSize, Bits)

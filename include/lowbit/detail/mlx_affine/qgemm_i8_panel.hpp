@@ -7,7 +7,8 @@
 // the code b*S + t; one dot instruction on it sums 4 codes against the activation quad (xq at those 4
 // positions) broadcast to every lane.
 //   weight panel: words [w][NR] (word w of each of the NR rows, zero rows past N), scales and biases
-//                 [g][NR] (zero past N); built per call, per thread, for a few panels at a time.
+//                 [g][NR] (zero past N); built per call, per thread, for a few panels at a time, or
+//                 once per layer for all of them (Int8WeightPanels, int8_weight_panels.hpp).
 //   x block:      quads [w][t][r][4 bytes] for the r rows of a row block, a and xsum [g][r]; built once
 //                 per call for every row block.
 #pragma once
@@ -25,6 +26,7 @@
 #include "../../quantized_matrix.hpp"
 #include "../threading/parallel.hpp"
 #include "int8_quantize_x.hpp"
+#include "int8_weight_panels.hpp"
 #include "matmul_common.hpp"
 #include "packing.hpp"
 
@@ -156,6 +158,30 @@ void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::In
     transpose_to_panel_int8<Ops, NR>(code_rows, rows, layout::words(K), words_out);
     transpose_to_panel_int8<Ops, NR>(scale_rows, rows, groups, reinterpret_cast<std::uint32_t*>(scales_out));
     transpose_to_panel_int8<Ops, NR>(bias_rows, rows, groups, reinterpret_cast<std::uint32_t*>(biases_out));
+}
+
+/// Every panel of q (ceil(N / NR) of them), for Bits in {2, 4, 8} (the words are q's own); threads
+/// over panels.
+template <class Ops, int NR, int GroupSize, int Bits>
+Int8WeightPanels pack_weight_panels_int8(const QuantizedMatrix<GroupSize, Bits>& q) {
+    using layout = Int8PanelLayout<GroupSize, Bits>;
+    static_assert(layout::packed, "pack_weight_panels_int8: 3, 5 and 6 bits unpack codes per call instead");
+    const Eigen::Index K = q.cols(), groups = K / GroupSize;
+    Int8WeightPanels all;
+    all.columns = NR;
+    all.panels = (q.rows() + NR - 1) / NR;
+    all.panel_words = layout::words(K) * NR;
+    all.panel_groups = groups * NR;
+    all.words.resize(static_cast<std::size_t>(all.panels * all.panel_words));
+    all.scales.resize(static_cast<std::size_t>(all.panels * all.panel_groups));
+    all.biases.resize(all.scales.size());
+    parallel_for(static_cast<std::size_t>(all.panels), 1, [&](std::size_t begin, std::size_t end) {
+        for (auto p = static_cast<Eigen::Index>(begin); p < static_cast<Eigen::Index>(end); ++p)
+            pack_weight_panel_int8<Ops, NR>(q, p * NR, all.words.data() + p * all.panel_words,
+                                            all.scales.data() + p * all.panel_groups,
+                                            all.biases.data() + p * all.panel_groups, nullptr);
+    });
+    return all;
 }
 
 }  // namespace detail::kernels
