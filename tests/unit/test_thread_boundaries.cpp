@@ -15,6 +15,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -338,6 +339,17 @@ TEST_CASE("quantize and dequantize at row counts around rows_per_range", "[threa
     check_quantized_rows<32, 3>(rng, 2 * per_range + 1, cols, 2);
 }
 
+/// Rows of x per block of the batch GEMV's driver for Arch (void: no SIMD, the reference runs).
+template <class Arch>
+constexpr Index batch_block_rows() {
+    if constexpr (std::is_void_v<Arch>) {
+        return 4;
+    } else {
+        using batch = lowbit::detail::kernels::QgemvF32Batch<Arch>;
+        return batch::deep_rows > 0 ? batch::deep_rows : batch::max_rows;
+    }
+}
+
 TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[threads][boundaries]") {
     ThreadCountGuard guard;
     auto rng = lowbit::test::make_rng(9600);
@@ -348,9 +360,11 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
     for (const Index rows : {Index{255}, Index{257}, Index{513}})
         check_quantized_rows<128, 2>(rng, rows, 4096, 1);
     // The batch GEMV (2 to 32 rows of x, Bits in {2, 4, 8}): about 256 KiB of codes per range counted
-    // once per block of 4 rows of x, 2^18 / (cols * Bits / 8 * blocks) output rows: 341 for 512 4-bit
-    // columns and 9 rows of x (3 blocks).
-    for (const Index rows : {Index{340}, Index{341}, Index{342}, Index{683}, Index{1025}})
+    // once per block of rows of x (8 on AVX-512, else 4), 2^18 / (cols * Bits / 8 * blocks) output
+    // rows: for 512 4-bit columns and 9 rows of x, 512 (2 blocks) or 341 (3 blocks).
+    constexpr Index block_rows = batch_block_rows<lowbit::detail::dispatch_arch>();
+    const Index batch_grain = (Index{1} << 18) / (256 * ((9 + block_rows - 1) / block_rows));
+    for (const Index rows : {batch_grain - 1, batch_grain, batch_grain + 1, 2 * batch_grain + 1, 3 * batch_grain + 1})
         check_quantized_rows<64, 4>(rng, rows, 512, 9);
     // qgemm (more rows of x, or other bit widths): tiles of 256 output columns by 256 rows of x, one
     // tile per task.

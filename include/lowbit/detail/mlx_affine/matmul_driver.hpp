@@ -2,7 +2,8 @@
 //   qgemv_f32 (M = 1, Bits in {2, 4, 8}): group sums and the permuted x, then qgemv_f32_rows over ranges
 //     of output rows (about 256 KiB of codes each);
 //   qgemv_f32_batch (small M, Bits in {2, 4, 8}): the GEMV's layout with each unpacked code vector
-//     shared by several rows of x (qgemv_batch.hpp), threads over output columns;
+//     shared by several rows of x (qgemv_batch.hpp: up to 4 rows two columns at a time, or on
+//     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
 //   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and group one
 //     panel (qgemm_panel.hpp) reused by every register block (QgemmF32Ukernel) of the tile's rows.
 #pragma once
@@ -56,7 +57,7 @@ void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float*
 
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n] for small M (Bits in {2, 4, 8}): the batch
 /// GEMV. Threads over output columns; within a thread, tiles of output columns whose codes stay in L2
-/// while every block of max_rows x rows passes over them.
+/// while every block of x rows (max_rows, or deep_rows on AVX-512) passes over them.
 template <class Arch, int GroupSize, int Bits>
 void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupSize, Bits>& q, float* out,
                      Index out_stride) {
@@ -75,21 +76,33 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedMat
     const Index row_bytes = K * Bits / 8;
     // Output columns whose codes (about 128 KiB) stay in L2 while the row blocks pass over them.
     const Index tile = std::max<Index>(1, (Index{1} << 17) / row_bytes);
+    // Row blocks: deep_rows rows at a time where the deep kernel exists (the last block: up to 4 rows
+    // by the 2-column kernel, more by the deep one), else max_rows.
+    constexpr int deep_rows = QgemvF32Batch<Arch>::deep_rows;
+    constexpr int block_rows = deep_rows > 0 ? deep_rows : max_rows;
     // A range must be worth a worker: about 256 KiB of codes times the row blocks.
-    const Index blocks = (M + max_rows - 1) / max_rows;
+    const Index blocks = (M + block_rows - 1) / block_rows;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / (row_bytes * blocks)));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+        std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> totals(
+            deep_rows > 0 && M > max_rows ? static_cast<std::size_t>(tile * deep_rows * W) : 0);
         for (auto n0 = static_cast<Index>(begin); n0 < static_cast<Index>(end); n0 += tile) {
             const Index n1 = std::min<Index>(n0 + tile, static_cast<Index>(end));
-            for (Index m = 0; m < M; m += max_rows) {
-                const Index rows = std::min<Index>(max_rows, M - m);
-                static_for<max_rows + 1>([&](auto count) {
+            for (Index m = 0; m < M; m += block_rows) {
+                const Index rows = std::min<Index>(block_rows, M - m);
+                static_for<block_rows + 1>([&](auto count) {
                     constexpr int Rows = decltype(count)::value;
-                    if constexpr (Rows > 0)
+                    if constexpr (Rows > 0 && Rows <= max_rows) {
                         if (rows == Rows)
                             qgemv_f32_batch_rows<Arch, GroupSize, Bits, Rows>(
                                 q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
                                 x_sum.data() + m * groups, n0, n1, out + m * out_stride, out_stride);
+                    } else if constexpr (Rows > max_rows) {
+                        if (rows == Rows)
+                            qgemv_f32_batch_rows_deep<Arch, GroupSize, Bits, Rows>(
+                                q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
+                                x_sum.data() + m * groups, n0, n1, out + m * out_stride, out_stride, totals.data());
+                    }
                 });
             }
         }

@@ -12,10 +12,13 @@
 //   total_r += acc * lane scales,   out[r, n] = reduce(total_r) + sum_g b[n, g] * x_sum[r, g],
 // the factorisation and the error bound of docs/numerics.md N10 (a different summation order from the
 // GEMV and the panel GEMM, within the same bound). Threads split output columns n, never a sum.
+// Blocks of more than 4 rows (AVX-512) go through qgemv_f32_batch_rows_deep: the same operations per
+// output, one column per pass, the row in slices whose x stays in L1.
 #pragma once
 
 #include "../config.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +41,13 @@ struct QgemvF32Batch {
     static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
     static constexpr int max_rows = 4;            ///< x rows per pass
     static constexpr int cols = W >= 16 ? 2 : 1;  ///< output columns (weight rows) per pass
+    /// Blocks of 5 .. deep_rows x rows go through qgemv_f32_batch_rows_deep (0: none; 16 vector
+    /// registers cannot hold 2 * 8 accumulators and the code and x vectors).
+    static constexpr int deep_rows = W >= 16 ? 8 : 0;
+    /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
+    /// (32 KiB for 4-bit codes on AVX-512). M = 8 to 32, 4096 x 4096 q4: 10 to 15 % faster than two
+    /// passes of 4 rows over the whole rows (benchmarks/README.md).
+    static constexpr Eigen::Index deep_chunks = 8;
     /// The largest M it is chosen for: above it the panel GEMM, which unpacks each code once for up to
     /// MC rows, is faster (crossover measured between M = 32 and 64: benchmarks/README.md).
     static constexpr Eigen::Index max_m = 32;
@@ -102,6 +112,65 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
     Index n = n_begin;
     for (; n + Cols <= n_end; n += Cols) pass(std::integral_constant<int, Cols>{}, n);
     for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n);
+}
+
+/// qgemv_f32_batch_rows for 5 .. QgemvF32Batch<Arch>::deep_rows rows, one output column per pass and
+/// the row walked deep_chunks chunks at a time: every column of [n_begin, n_end) takes the first
+/// chunks, then every column the next ones, so the permuted x of those chunks stays in L1 while the
+/// columns pass. Between passes each column's Rows totals wait in `totals` (Rows * W floats per column,
+/// Arch::alignment()-aligned, (n_end - n_begin) columns), so every output is the same sequence of
+/// operations as in qgemv_f32_batch_rows, and the same bits.
+template <class Arch, int GroupSize, int Bits, int Rows>
+void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, Index x_stride,
+                               const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin,
+                               Index n_end, float* out, Index out_stride, float* totals) {
+    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
+                  "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    constexpr int codes_per_word = 32 / Bits;
+    const Index groups = q.cols() / GroupSize;
+    const Index chunks = (q.cols() * Bits / 32) / W;
+    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
+    Index c0 = 0;
+    do {
+        const Index c1 = std::min(chunks, c0 + QgemvF32Batch<Arch>::deep_chunks);
+        for (Index n = n_begin; n < n_end; ++n) {
+            float* waiting = totals + (n - n_begin) * Rows * W;
+            std::array<fbatch, Rows> total;
+            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
+            });
+            const std::uint32_t* row_codes = &q.codes(n, 0);
+            for (Index c = c0; c < c1; ++c) {
+                const ubatch words = ubatch::load_unaligned(row_codes + c * W);
+                std::array<fbatch, Rows> acc;
+                static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
+                    constexpr int t = decltype(step)::value;
+                    const fbatch value = code_step<Arch, Bits, t>(words);
+                    const float* lanes = x_lanes + (c * codes_per_word + t) * W;
+                    static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                        const fbatch xv = fbatch::load_aligned(lanes + decltype(r)::value * lanes_stride);
+                        if constexpr (t == 0) acc[r] = value * xv;
+                        else acc[r] = simd::fma(value, xv, acc[r]);
+                    });
+                });
+                const fbatch chunk_scales = lane_scales(&q.scales(n, 0), c);
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r] = simd::fma(acc[r], chunk_scales, total[r]); });
+            }
+            if (c1 < chunks) {
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
+            } else {
+                static_for<Rows>([&](auto r) {
+                    constexpr int row = decltype(r)::value;
+                    out[row * out_stride + n] = finish_row<Arch, GroupSize, Bits>(
+                        total[r], q, n, x_sum + row * groups, x + row * x_stride, chunks * W);
+                });
+            }
+        }
+        c0 = c1;
+    } while (c0 < chunks);
 }
 
 }  // namespace detail::kernels
