@@ -53,6 +53,48 @@ struct QgemvF32Batch {
     static constexpr Eigen::Index max_m = 32;
 };
 
+/// The chunk loop both batch kernels share: for chunks [c_begin, c_end) of output columns n0 .. n0 +
+/// Cols - 1 and Rows x rows,
+///   total[r * Cols + j] += (sum over the chunk's code steps of code(n0 + j) * x_lane(r)) * lane scales,
+/// in this order of operations, so a row walked in one call or in slices gives the same bits.
+template <class Arch, int GroupSize, int Bits, int Rows, int Cols>
+LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedMatrix<GroupSize, Bits>& q, Index n0,
+                                                   const float* x_lanes, Index lanes_stride,
+                                                   const ChunkScales<Arch, GroupSize, Bits>& lane_scales,
+                                                   Index c_begin, Index c_end,
+                                                   std::array<xsimd::batch<float, Arch>, Rows * Cols>& total) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    constexpr int codes_per_word = 32 / Bits;
+    for (Index c = c_begin; c < c_end; ++c) {
+        std::array<ubatch, Cols> words;
+        static_for<Cols>([&](auto j) { words[j] = ubatch::load_unaligned(&q.codes(n0 + j, c * W)); });
+        std::array<fbatch, Rows * Cols> acc;
+        static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
+            constexpr int t = decltype(step)::value;
+            std::array<fbatch, Cols> value;
+            static_for<Cols>([&](auto j) { value[j] = code_step<Arch, Bits, t>(words[j]); });
+            const float* lanes = x_lanes + (c * codes_per_word + t) * W;
+            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                const fbatch xv = fbatch::load_aligned(lanes + r * lanes_stride);
+                static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                    constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
+                    if constexpr (t == 0) acc[a] = value[j] * xv;
+                    else acc[a] = simd::fma(value[j], xv, acc[a]);
+                });
+            });
+        });
+        static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+            const fbatch chunk_scales = lane_scales(&q.scales(n0 + j, 0), c);
+            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
+                total[a] = simd::fma(acc[a], chunk_scales, total[a]);
+            });
+        });
+    }
+}
+
 /// out[r * out_stride + n] for r < Rows and n in [n_begin, n_end). x_lanes: Rows permuted rows
 /// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
 /// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
@@ -63,9 +105,7 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
                   "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
-    using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    constexpr int codes_per_word = 32 / Bits;
     const Index groups = q.cols() / GroupSize;
     const Index chunks = (q.cols() * Bits / 32) / W;
     const ChunkScales<Arch, GroupSize, Bits> lane_scales;
@@ -74,32 +114,8 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
     auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n0) LOWBIT_ALWAYS_INLINE {
         std::array<fbatch, Rows * Cols> total;
         total.fill(fbatch(0.0f));
-        for (Index c = 0; c < chunks; ++c) {
-            std::array<ubatch, Cols> words;
-            static_for<Cols>([&](auto j) { words[j] = ubatch::load_unaligned(&q.codes(n0 + j, c * W)); });
-            std::array<fbatch, Rows * Cols> acc;
-            static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
-                constexpr int t = decltype(step)::value;
-                std::array<fbatch, Cols> value;
-                static_for<Cols>([&](auto j) { value[j] = code_step<Arch, Bits, t>(words[j]); });
-                const float* lanes = x_lanes + (c * codes_per_word + t) * W;
-                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                    const fbatch xv = fbatch::load_aligned(lanes + r * lanes_stride);
-                    static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                        constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
-                        if constexpr (t == 0) acc[a] = value[j] * xv;
-                        else acc[a] = simd::fma(value[j], xv, acc[a]);
-                    });
-                });
-            });
-            static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                const fbatch chunk_scales = lane_scales(&q.scales(n0 + j, 0), c);
-                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                    constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
-                    total[a] = simd::fma(acc[a], chunk_scales, total[a]);
-                });
-            });
-        }
+        accumulate_chunks<Arch, GroupSize, Bits, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks,
+                                                             total);
         static_for<Cols>([&](auto j) {
             static_for<Rows>([&](auto r) {
                 out[r * out_stride + n0 + j] = finish_row<Arch, GroupSize, Bits>(
@@ -127,9 +143,7 @@ void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const 
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
-    using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    constexpr int codes_per_word = 32 / Bits;
     const Index groups = q.cols() / GroupSize;
     const Index chunks = (q.cols() * Bits / 32) / W;
     const ChunkScales<Arch, GroupSize, Bits> lane_scales;
@@ -142,23 +156,7 @@ void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const 
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
             });
-            const std::uint32_t* row_codes = &q.codes(n, 0);
-            for (Index c = c0; c < c1; ++c) {
-                const ubatch words = ubatch::load_unaligned(row_codes + c * W);
-                std::array<fbatch, Rows> acc;
-                static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
-                    constexpr int t = decltype(step)::value;
-                    const fbatch value = code_step<Arch, Bits, t>(words);
-                    const float* lanes = x_lanes + (c * codes_per_word + t) * W;
-                    static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                        const fbatch xv = fbatch::load_aligned(lanes + decltype(r)::value * lanes_stride);
-                        if constexpr (t == 0) acc[r] = value * xv;
-                        else acc[r] = simd::fma(value, xv, acc[r]);
-                    });
-                });
-                const fbatch chunk_scales = lane_scales(&q.scales(n, 0), c);
-                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r] = simd::fma(acc[r], chunk_scales, total[r]); });
-            }
+            accumulate_chunks<Arch, GroupSize, Bits, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total);
             if (c1 < chunks) {
                 static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
             } else {
