@@ -122,6 +122,21 @@ TEST_CASE("simd::store_bytes stores each int32 lane in [0, 255] as one byte", "[
     }
 }
 
+TEST_CASE("simd::store_bytes stores each int32 lane in [-128, 127] as one int8", "[quantize][kernels]") {
+    using ibatch = simd::batch<std::int32_t>;
+    constexpr std::size_t lanes = ibatch::size;
+    auto rng = lowbit::test::make_rng(433);
+    std::uniform_int_distribution<int> byte(-128, 127);
+    for (int trial = 0; trial < 100; ++trial) {
+        alignas(64) std::int32_t values[lanes];
+        for (auto& v : values) v = trial == 0 ? -128 : trial == 1 ? 127 : trial == 2 ? -1 : byte(rng);
+        std::vector<std::int8_t> bytes(lanes + 8, std::int8_t{0x5A});
+        simd::store_bytes(ibatch::load_aligned(values), bytes.data() + 4);
+        for (std::size_t i = 0; i < lanes; ++i) CHECK(bytes[4 + i] == static_cast<std::int8_t>(values[i]));
+        for (std::size_t i : {std::size_t{0}, std::size_t{3}, lanes + 4, lanes + 7}) CHECK(bytes[i] == 0x5A);
+    }
+}
+
 TEST_CASE("quantize reports the first NaN in row-major order whatever the thread count", "[quantize][errors][threads]") {
     lowbit::RowMatrixXf w = lowbit::RowMatrixXf::Random(600, 256);
     w(450, 17) = std::numeric_limits<float>::infinity();

@@ -147,6 +147,12 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uin
     arch_ops::store_bytes(values, bytes, Arch{});
 }
 
+/// The signed form: each lane, which must lie in [-128, 127], as one int8.
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes) noexcept {
+    arch_ops::store_bytes(values, bytes, Arch{});
+}
+
 /// Orders earlier streaming stores before later stores (sfence on x86; nothing elsewhere).
 inline void stream_fence() noexcept {
 #if defined(__SSE2__) || defined(_M_X64)

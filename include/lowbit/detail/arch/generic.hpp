@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -92,14 +93,15 @@ inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>
     values.store_aligned(aligned_address);
 }
 
-/// Each lane (in [0, 255]) as one byte, through memory.
-template <class Arch>
-inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
-                        const xsimd::generic&) noexcept {
+/// Each lane (in [0, 255] for std::uint8_t, [-128, 127] for std::int8_t) as one byte, through memory.
+template <class Arch, class Byte>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, Byte* bytes, const xsimd::generic&) noexcept {
+    static_assert(std::is_same_v<Byte, std::uint8_t> || std::is_same_v<Byte, std::int8_t>,
+                  "store_bytes: bytes are std::uint8_t or std::int8_t");
     constexpr std::size_t lanes = xsimd::batch<std::int32_t, Arch>::size;
     alignas(64) std::int32_t words[lanes];
     values.store_aligned(words);
-    for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<std::uint8_t>(words[i]);
+    for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<Byte>(words[i]);
 }
 
 }  // namespace detail::simd::arch_ops

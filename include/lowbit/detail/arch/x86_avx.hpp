@@ -44,6 +44,14 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uin
     _mm_storel_epi64(reinterpret_cast<__m128i*>(bytes), _mm_packus_epi16(halves, halves));
 }
 
+/// The same with signed saturation (int32 -> int16 -> int8); exact for lanes in [-128, 127].
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes, const xsimd::avx&) noexcept {
+    const __m256i all = values;
+    const __m128i halves = _mm_packs_epi32(_mm256_castsi256_si128(all), _mm256_extractf128_si256(all, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(bytes), _mm_packs_epi16(halves, halves));
+}
+
 }  // namespace detail::simd::arch_ops
 LOWBIT_END_NAMESPACE
 #endif

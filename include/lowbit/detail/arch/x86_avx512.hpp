@@ -105,6 +105,13 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uin
     _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
 }
 
+/// The same truncating vpmovdb: two's complement keeps lanes in [-128, 127] exact.
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes,
+                        const xsimd::avx512f&) noexcept {
+    _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
+}
+
 }  // namespace detail::simd::arch_ops
 LOWBIT_END_NAMESPACE
 #endif

@@ -45,6 +45,14 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uin
     std::memcpy(bytes, &four, sizeof four);
 }
 
+/// Two signed saturating packs (int32 -> int16 -> int8); exact for lanes in [-128, 127].
+template <class Arch>
+inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes, const xsimd::sse2&) noexcept {
+    const __m128i halves = _mm_packs_epi32(values, values);
+    const std::int32_t four = _mm_cvtsi128_si32(_mm_packs_epi16(halves, halves));
+    std::memcpy(bytes, &four, sizeof four);
+}
+
 }  // namespace detail::simd::arch_ops
 LOWBIT_END_NAMESPACE
 #endif

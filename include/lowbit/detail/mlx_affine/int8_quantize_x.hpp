@@ -23,7 +23,6 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
     using batch = xsimd::batch<float, Arch>;
     constexpr Eigen::Index W = static_cast<Eigen::Index>(batch::size);
     static_assert(GroupSize % W == 0, "quantize_activations_int8: GroupSize must be a multiple of the lanes");
-    alignas(64) std::int32_t codes[W];
     for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
         const float* group = x + g * GroupSize;
         batch largest(0.0f);
@@ -38,8 +37,7 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
         const batch divisor(scale), high(127.0f), low(-127.0f);
         for (Eigen::Index k = 0; k < GroupSize; k += W) {
             const batch code = xsimd::min(xsimd::max(simd::nearbyint(batch::load_unaligned(group + k) / divisor), low), high);
-            xsimd::batch_cast<std::int32_t>(code).store_aligned(codes);
-            for (Eigen::Index i = 0; i < W; ++i) out[k + i] = static_cast<std::int8_t>(codes[i]);
+            simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), out + k);
         }
     }
 }

@@ -16,6 +16,7 @@
 #include "../config.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +58,40 @@ struct Int8RowBlocks {
     Eigen::Index first_row(Eigen::Index block) const { return block * base_rows + std::min(block, extra); }
 };
 
+/// The S activation quads of one panel word: quad t holds codes[t], codes[t + S], codes[t + 2S],
+/// codes[t + 3S] (the codes that byte 0..3 of step t of the word multiplies), as 4 bytes in memory
+/// order. On a little-endian host through 64-bit registers, keeping every S-th byte by halving steps
+/// (S = 2: 8 codes per register; S = 4: 16 codes in two registers, two bytes of the quad from each);
+/// elsewhere byte by byte.
+template <int S>
+inline void gather_quads(const std::int8_t* codes, std::uint32_t* quads) {
+    static_assert(S == 2 || S == 4, "gather_quads: 2 or 4 codes per byte");
+    if constexpr (std::endian::native != std::endian::little) {
+        for (int t = 0; t < S; ++t) {
+            std::int8_t quad[4];
+            for (int b = 0; b < 4; ++b) quad[b] = codes[b * S + t];
+            std::memcpy(&quads[t], quad, 4);
+        }
+    } else {
+        std::uint64_t eight[S / 2];  // the word's 4S codes
+        std::memcpy(eight, codes, sizeof eight);
+        for (int t = 0; t < S; ++t) {
+            if constexpr (S == 2) {
+                std::uint64_t x = (eight[0] >> (8 * t)) & 0x00FF00FF00FF00FFull;  // bytes t, t+2, t+4, t+6
+                x = (x | x >> 8) & 0x0000FFFF0000FFFFull;
+                quads[t] = static_cast<std::uint32_t>(x | x >> 16);
+            } else {
+                std::uint32_t halves[2];
+                for (int h = 0; h < 2; ++h) {
+                    const std::uint64_t x = (eight[h] >> (8 * t)) & 0x000000FF000000FFull;  // bytes t, t+4
+                    halves[h] = static_cast<std::uint32_t>((x | x >> 24) & 0xFFFFu);
+                }
+                quads[t] = halves[0] | halves[1] << 16;
+            }
+        }
+    }
+}
+
 /// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel; rows split across
 /// threads (each row's work is independent, so the result does not depend on the thread count).
 template <class Arch, int GroupSize, int Bits>
@@ -95,11 +130,9 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
                         std::memcpy(quads + (w * r_count + r) * 4, xq.data() + w * 4, 4);
                 } else {
                     for (Eigen::Index w = 0; w < words; ++w) {
-                        const std::int8_t* codes = xq.data() + w * WC;
-                        for (int t = 0; t < S; ++t) {
-                            std::int8_t* quad = quads + ((w * S + t) * r_count + r) * 4;
-                            for (int b = 0; b < 4; ++b) quad[b] = codes[b * S + t];
-                        }
+                        std::uint32_t word_quads[S];
+                        gather_quads<S>(xq.data() + w * WC, word_quads);
+                        for (int t = 0; t < S; ++t) std::memcpy(quads + ((w * S + t) * r_count + r) * 4, &word_quads[t], 4);
                     }
                 }
             }
