@@ -107,6 +107,13 @@ public:
         return std::visit([&](const auto& layer) { return layer.forward(x); }, layer_);
     }
 
+    /// The same with the activation arithmetic chosen (Activations::int8: docs/numerics.md N11, on the
+    /// typed layer's int8 panels); also throws std::invalid_argument for NaN or Inf in x on the int8 path.
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x, Activations activations) const {
+        return std::visit([&](const auto& layer) { return layer.forward(x, activations); }, layer_);
+    }
+
     /// The float weight [out, in] the codes stand for.
     RowMatrixXf dequantize() const {
         return std::visit([](const auto& layer) { return layer.dequantize(); }, layer_);

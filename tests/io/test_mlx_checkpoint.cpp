@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 namespace {
 
 using Catch::Matchers::ContainsSubstring;
+using lowbit::Activations;
 using lowbit::AnyQuantizedLinear;
 using lowbit::Dtype;
 using lowbit::LayerQuantization;
@@ -104,7 +106,11 @@ TEST_CASE("AnyQuantizedLinear covers every supported format and forwards like th
             CHECK(layer.bits() == bits);
             CHECK(layer.input_dims() == 256);
             CHECK(layer.output_dims() == 8);
-            std::visit([&](const auto& typed) { CHECK(layer.forward(x) == typed.forward(x)); }, layer.variant());
+            std::visit([&](const auto& typed) {
+                CHECK(layer.forward(x) == typed.forward(x));
+                CHECK(layer.forward(x, Activations::f32) == typed.forward(x));
+                CHECK(layer.forward(x, Activations::int8) == typed.forward(x, Activations::int8));
+            }, layer.variant());
             ++formats;
         }
     CHECK(formats == 18);
@@ -112,6 +118,9 @@ TEST_CASE("AnyQuantizedLinear covers every supported format and forwards like th
     CHECK(layer.get_if<64, 4>() != nullptr);
     CHECK(layer.get_if<32, 4>() == nullptr);
     CHECK(layer.get<64, 4>().forward(x) == layer.forward(x));
+    RowMatrixXf bad_x = x;
+    bad_x(2, 5) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH(layer.forward(bad_x, Activations::int8), ContainsSubstring("x(2, 5) = nan"));
     CHECK_THROWS_WITH((layer.get<32, 8>()), ContainsSubstring("group_size = 64, bits = 4"));
     CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 64, 7), ContainsSubstring("bits = 7"));
     CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 16, 4), ContainsSubstring("group_size = 16"));
