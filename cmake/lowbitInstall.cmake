@@ -1,4 +1,4 @@
-# Install rules: headers, the exported target, the CMake package files and lowbit.pc.
+# Install rules: headers, the exported target, the CMake package files, lowbit.pc and lowbit-io.pc.
 include(CMakePackageConfigHelpers)
 
 set(LOWBIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/lowbit" CACHE STRING
@@ -27,4 +27,6 @@ install(FILES "${PROJECT_BINARY_DIR}/lowbitConfig.cmake" "${PROJECT_BINARY_DIR}/
         DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
 
 configure_file("${PROJECT_SOURCE_DIR}/cmake/lowbit.pc.in" "${PROJECT_BINARY_DIR}/lowbit.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/lowbit.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/lowbit-io.pc.in" "${PROJECT_BINARY_DIR}/lowbit-io.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/lowbit.pc" "${PROJECT_BINARY_DIR}/lowbit-io.pc"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")
