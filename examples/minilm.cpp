@@ -415,7 +415,7 @@ int main(int argc, char** argv) {
                 }
                 row.weight_error_mean = weight_sum / static_cast<double>(layers.size());
                 row.output_error_mean = output_sum / static_cast<double>(layers.size());
-                std::printf("%-22s mean cosine %.6f, worst %.6f, top-1 %.3f, top-10 %.3f, layer output error %.4f "
+                std::printf("%-26s mean cosine %.6f, worst %.6f, top-1 %.3f, top-10 %.3f, layer output error %.4f "
                             "(quantized in %.1f s, evaluated in %.1f s)\n",
                             row.name.c_str(), row.mean_cosine, row.worst_cosine, row.top1_agreement, row.top10_overlap,
                             row.output_error_mean, quantize_seconds, seconds_since(start));
