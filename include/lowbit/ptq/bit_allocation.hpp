@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <optional>
@@ -89,7 +90,13 @@ typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& we
 /// layers, a layer whose calibration inputs are bad (wrong width, no rows, NaN/Inf) or whose weight
 /// quantize refuses, an unsupported candidate, scale_bits other than 16 or 32, or a target outside
 /// [cheapest, most expensive] average bits per weight of the candidates (naming the target and the range).
-inline BitAllocation allocate_bits(const std::vector<CalibratedLayer>& layers, const BitAllocationOptions& options) {
+///
+/// A template only so that its body, which quantizes with every method in all 18 formats, is compiled in
+/// the translation units that call it, not in every one that includes inference.hpp; Layers is always
+/// std::vector<CalibratedLayer> (a braced list converts to it).
+template <class Layers = std::vector<CalibratedLayer>>
+    requires std::same_as<Layers, std::vector<CalibratedLayer>>
+BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& options) {
     constexpr const char* function = "lowbit::allocate_bits";
     if (layers.empty()) throw std::invalid_argument(std::string(function) + ": no layers");
     if (options.scale_bits != 16 && options.scale_bits != 32)
