@@ -1,10 +1,10 @@
 // The vector MLX-affine row quantizer (quantize_row: codes, scales, biases and packed words) against
 // the scalar rule group by group and the block packer, bit for bit, for every supported format: random
-// groups, groups built on exact RNE ties, constant groups (tiny and ordinary), all-zero groups with
-// either sign of zero, single-sign groups, rows of 1 to 2 * quantize_block_groups + 3 groups (every
-// block tail), and rows holding NaN/Inf (the kernel must say so instead of quantizing). Also the
-// narrowing store and the byte packer the row quantizer uses (the packer is plain C++: it runs in
-// every preset, scalar included).
+// groups, groups built on exact RNE ties and on values a few ulps beside them, groups of huge and tiny
+// range, constant groups (tiny and ordinary), all-zero groups with either sign of zero, single-sign
+// groups, rows of 1 to 2 * quantize_block_groups + 3 groups (every block tail), and rows holding
+// NaN/Inf (the kernel must say so instead of quantizing). Also the narrowing store and the byte packer
+// the row quantizer uses (the packer is plain C++: it runs in every preset, scalar included).
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -62,6 +62,34 @@ TEMPLATE_LIST_TEST_CASE("quantize_row kernel equals the scalar MLX rule", "[quan
         std::vector<float> values(G);
         const int steps = (1 << B) - 1;
         for (int i = 0; i < G; ++i) values[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>((i * 7 + trial) % (2 * steps + 1));
+        check_row<G, B>(values);
+    }
+    // Beside ties: values 1 to 4 ulps from the half-steps of a grid whose ends are the extremes, where
+    // the kernel's reciprocal quotient may round otherwise than the division and the group must be coded
+    // again by the division (with that fallback removed, 10 of the 18 formats fail here).
+    std::uniform_real_distribution<float> step_size(1e-3f, 1.0f);
+    for (int trial = 0; trial < 400; ++trial) {
+        std::vector<float> values(G);
+        const int steps = (1 << B) - 1;
+        const float step = trial == 0 ? 0.25f : trial == 1 ? 0.1f : step_size(rng);
+        const float low = trial % 3 == 0 ? 0.0f : offset(rng);
+        values[0] = low;
+        values[1] = low + static_cast<float>(steps) * step;
+        for (int i = 2; i < G; ++i) {
+            const float tie = low + step * (static_cast<float>((i * 5 + trial) % steps) + 0.5f);
+            const int ulps = 1 + (i + trial) % 4;
+            float v = tie;
+            for (int u = 0; u < ulps; ++u) v = std::nextafter(v, (i + trial) % 2 == 0 ? 1e9f : -1e9f);
+            values[static_cast<std::size_t>(i)] = v;
+        }
+        check_row<G, B>(values);
+    }
+    // Groups of huge range (1 / s near or below the smallest normal float, or a range that overflows to
+    // an infinite s) and of tiny range (a large 1 / s): the kernel codes some of them by the division.
+    for (float magnitude : {1e38f, 1.7e38f, 3e38f, 1e-30f, 1e-38f}) {
+        std::vector<float> values(G);
+        for (int i = 0; i < G; ++i)
+            values[static_cast<std::size_t>(i)] = magnitude * (static_cast<float>((i * 13) % 17) / 8.0f - 1.0f);
         check_row<G, B>(values);
     }
     for (float c : {0.0f, -0.0f, 3e-8f, 5e-8f, 1e-7f, -0.75f, 1234.5f}) check_row<G, B>(std::vector<float>(G, c));

@@ -2,11 +2,17 @@
 // xsimd, bit for bit equal to reference::quantize_group on every group: the extremes by lane-wise
 // min / max (the values are finite, so the order and the sign of zero extremes cannot change s or b:
 // s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the scale and bias by
-// the scalar group_scale_bias itself, the quotient by a true division (as the reference), RNE by
-// simd::nearbyint, the clamp by simd::max / min, and one byte per code (simd::store_bytes).
+// the scalar group_scale_bias itself, RNE by simd::nearbyint, the clamp by simd::max / min, and one byte
+// per code (simd::store_bytes).
+// The quotient a / s (a = fl(w - b), as the reference) is first taken as y = fl(a * fl(1 / s)), without
+// the vector division. With u = 2^-24 and 1 / s a normal float, |y - a / s| <= (2u + u^2) |a / s| and
+// |fl(a / s) - a / s| <= u |a / s|, so |y - fl(a / s)| < 3.0001 u |y|. Unless y lies within that of a
+// half-integer, y and the reference's fl(a / s) round to the same integer. A group with any lane within
+// reciprocal_tie_margin * |y| (8u |y|, or not finite) of a half-integer is coded again by the true
+// division, as is every group whose 1 / s is not a normal float; exact ties always are.
 // Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
 // scales and biases (three dependent scalar divisions each, independent across groups, so they overlap),
-// then their codes; one group at a time, the scalar chain would stall the vector divisions behind it.
+// then their codes; one group at a time, the scalar chain would stall the vector work behind it.
 // Non-finite values are detected in the first pass (x * 0 is NaN exactly for NaN and +-Inf) and the row
 // is then left to the caller (false returned), which finds and reports the element.
 #pragma once
@@ -15,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
@@ -33,6 +40,13 @@ namespace detail::kernels {
 inline constexpr std::size_t quantize_block_groups = 16;
 /// Floats per 64-byte cache line (the prefetch step).
 inline constexpr std::size_t cache_line_floats = 16;
+/// How many blocks ahead the coding pass prefetches its input (16 KiB for g64). 4 KiB ahead into L1 made
+/// a 4096 x 4096 q4 row loop 1.59 times a plain read of the same matrix; 16 KiB into L2 1.44 (medians
+/// of 8 alternating runs, 1 thread, 2026-12-01; benchmarks/README.md).
+inline constexpr std::size_t quantize_prefetch_blocks = 4;
+/// A reciprocal quotient y this close to a half-integer, relative to |y|, may round otherwise than the true
+/// quotient (the bound above is 3.0001 * 2^-24); its group is coded by division.
+inline constexpr float reciprocal_tie_margin = 0x1p-21f;
 
 /// Lane-wise min and max of Count values (Count a multiple of the float lanes) and their poison, the
 /// lane-wise sum of value * 0: zero exactly when every value is finite (NaN and +-Inf give NaN).
@@ -84,12 +98,30 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             std::tie(scales[first + g], biases[first + g]) = group_scale_bias<Bits>(lows[g], highs[g]);
         for (std::size_t g = 0; g < count; ++g) {
             const std::size_t offset = (first + g) * GroupSize;
-            // The same group of the next block, into L1 while this one divides: the extremes pass then
-            // finds it there instead of waiting on DRAM. A hint only: past the row's end it may touch the
-            // next row or nothing (a prefetch never faults).
+            // The same group quantize_prefetch_blocks blocks on, into L2 while this one is coded: the
+            // extremes pass then finds it there instead of waiting on DRAM. A hint only: past the row's
+            // end it may touch the next row or nothing (a prefetch never faults).
             for (std::size_t line = 0; line < GroupSize; line += cache_line_floats)
-                __builtin_prefetch(values + offset + quantize_block_groups * GroupSize + line, 0, 3);
+                __builtin_prefetch(values + offset + quantize_prefetch_blocks * quantize_block_groups * GroupSize + line,
+                                   0, 2);
+            const float inverse = 1.0f / scales[first + g];
             const fbatch scale(scales[first + g]), bias(biases[first + g]);
+            bool coded = false;  // by the reciprocal, to the codes the division gives
+            if (std::isnormal(inverse)) {
+                const fbatch reciprocal(inverse), half(0.5f), margin(reciprocal_tie_margin);
+                xsimd::batch_bool<float, Arch> near_tie(false);
+                static_for<steps>([&](auto step) {
+                    constexpr int i = decltype(step)::value;
+                    const fbatch quotient = (fbatch::load_unaligned(values + offset + i * W) - bias) * reciprocal;
+                    const fbatch rounded = simd::nearbyint(quotient);
+                    // NaN (from an infinite quotient) compares false: counted as near a tie.
+                    near_tie = near_tie | !(half - xsimd::abs(quotient - rounded) > xsimd::abs(quotient) * margin);
+                    const fbatch code = simd::min(top, simd::max(zero, rounded));
+                    simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+                });
+                coded = !xsimd::any(near_tie);
+            }
+            if (coded) continue;
             static_for<steps>([&](auto step) {
                 constexpr int i = decltype(step)::value;
                 const fbatch v = fbatch::load_unaligned(values + offset + i * W);
