@@ -1,7 +1,7 @@
 // The post-training quantizers' kernels of detail/ptq/ against their references. Clip search: the
-// vectorised ranking error (to the rounding of a float sum of Count terms, the bound group_error.hpp
-// documents) and the group range (exactly), over every bits and group size and groups with ties,
-// constant stretches and wide ranges. GPTQ: the per-column coder (codes exactly,
+// vectorised ranking error (to the rounding of a float sum of Count terms and of each level, the bound
+// group_error.hpp documents) and the group range (exactly), over every bits and group size and groups
+// with ties, constant stretches and wide ranges. GPTQ: the per-column coder (codes exactly,
 // levels and fed-forward errors to the rounding of one fused multiply-add, which the compiler may or
 // may not contract in either version), the per-row range of a group of columns (exactly), and the
 // inverse Cholesky factor U of (H + d I)^-1 (to float rounding, and U^T U (H + d I) = I), including the
@@ -77,6 +77,20 @@ std::vector<float> clip_group(std::mt19937_64& rng, int kind) {
     return values;
 }
 
+/// How far the vectorised ranking error may lie from group_squared_error_fast's: the rounding of a
+/// Count-term float sum (relative Count * FLT_EPSILON, doubled), plus one rounding of each level, whose
+/// s * q + b the compiler may or may not contract to a fused multiply-add in the reference. A level off by
+/// at most delta moves the term c e^2 by at most c (2 |e| delta + delta^2); summed, by at most
+/// 2 delta sqrt(C * error) + C delta^2 (Cauchy-Schwarz, C = sum of c).
+float ranking_tolerance(int count, int bits, float scale, float bias, const std::vector<float>& weights, float error) {
+    constexpr float eps = std::numeric_limits<float>::epsilon();
+    const float max_code = static_cast<float>((1 << bits) - 1);
+    const float delta = eps * (std::abs(scale) * max_code + std::abs(bias));
+    float c = 0.0f;
+    for (float w : weights) c += w;
+    return 2.0f * static_cast<float>(count) * eps * error + 2.0f * delta * std::sqrt(c * error) + c * delta * delta;
+}
+
 template <int Bits, int Count>
 void check_clip_kernels(std::mt19937_64& rng) {
     std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -97,7 +111,7 @@ void check_clip_kernels(std::mt19937_64& rng) {
                 : ptq::group_squared_error_fast<Bits, Count, false, false>(values.data(), c, scale, bias);
             const float actual = weighted ? ptq::group_squared_error_ranking<Bits, Count, true>(values.data(), c, scale, bias)
                                           : ptq::group_squared_error_ranking<Bits, Count, false>(values.data(), c, scale, bias);
-            CHECK(std::abs(actual - expected) <= 2.0f * Count * std::numeric_limits<float>::epsilon() * expected);
+            CHECK(std::abs(actual - expected) <= ranking_tolerance(Count, Bits, scale, bias, weighted ? weights : std::vector<float>(Count, 1.0f), expected));
         }
     }
 }
