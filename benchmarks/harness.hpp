@@ -6,6 +6,9 @@
 // thread count, and the ratio printed is baseline median / this median (above 1: faster than it).
 // `bandwidth_of` names a bandwidth case (same thread count) whose GB/s this case's GB/s is divided by;
 // `peak_of` names a peak-arithmetic case (cases_peak.cpp) whose GFLOP/s this case's GFLOP/s is divided by.
+// A case run at N > 1 threads also has its throughput divided by its own at 1 thread (the scaling). Each
+// row is timed in rounds beside the cases it is divided by (lowbit_bench.cpp, measure_side_by_side), so
+// those ratios compare figures taken under the same machine load, not minutes apart (--quick excepted).
 #pragma once
 
 #include <cstddef>

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,32 +45,48 @@ void set_threads(int threads) {
     Eigen::setNbThreads(threads);
 }
 
-Measurement measure(const Case& spec, const Options& options) {
+/// Times a case and the cases it is read against (its baseline, its 1-thread twin, its limit row) side by
+/// side: in rounds, each case in turn runs one untimed warm-up (its own data back in the caches, its
+/// thread count set) and then `round_repeats` timed repetitions, until every case has min_repeats and
+/// the group has run for its budget (a case alone warms up once). The machine's speed drifts over seconds to minutes; cases timed in
+/// the same rounds see the same drift, so the ratios between them keep little of it.
+std::vector<Measurement> measure_side_by_side(const std::vector<const Case*>& group, const Options& options) {
     using clock = std::chrono::steady_clock;
-    set_threads(spec.threads);
-    Runner run = spec.prepare();
-    run();  // warm-up: page faults, caches, thread start-up
-    const double budget_s = options.quick ? 0.05 : 0.6;
-    const int min_repeats = options.quick ? 3 : 7;
-    const int max_repeats = 500;
-    std::vector<double> seconds;
-    const auto started = clock::now();
-    while (static_cast<int>(seconds.size()) < max_repeats) {
-        const auto begin = clock::now();
-        run();
-        const auto end = clock::now();
-        seconds.push_back(std::chrono::duration<double>(end - begin).count());
-        const double elapsed = std::chrono::duration<double>(end - started).count();
-        if (static_cast<int>(seconds.size()) >= min_repeats && elapsed >= budget_s) break;
+    std::vector<Runner> runners;
+    for (const Case* spec : group) {
+        set_threads(spec->threads);
+        runners.push_back(spec->prepare());
     }
-    std::sort(seconds.begin(), seconds.end());
-    Measurement result;
-    result.spec = &spec;
-    result.repeats = static_cast<int>(seconds.size());
-    result.median_s = percentile(seconds, 0.5);
-    result.low_s = percentile(seconds, 0.1);
-    result.high_s = percentile(seconds, 0.9);
-    return result;
+    const double budget_s = options.quick ? 0.05 : std::max(0.6, 0.3 * static_cast<double>(group.size()));
+    const int min_repeats = options.quick ? 3 : 8, round_repeats = options.quick ? 3 : 4, max_repeats = 500;
+    std::vector<std::vector<double>> seconds(group.size());
+    const auto started = clock::now();
+    for (bool first_round = true;; first_round = false) {
+        for (std::size_t c = 0; c < group.size(); ++c) {
+            set_threads(group[c]->threads);
+            if (first_round || group.size() > 1) runners[c]();  // warm-up: page faults, caches, thread start-up
+            for (int r = 0; r < round_repeats; ++r) {
+                const auto begin = clock::now();
+                runners[c]();
+                seconds[c].push_back(std::chrono::duration<double>(clock::now() - begin).count());
+            }
+        }
+        const double elapsed = std::chrono::duration<double>(clock::now() - started).count();
+        if (static_cast<int>(seconds[0].size()) >= max_repeats) break;
+        if (static_cast<int>(seconds[0].size()) >= min_repeats && elapsed >= budget_s) break;
+    }
+    std::vector<Measurement> results;
+    for (std::size_t c = 0; c < group.size(); ++c) {
+        std::sort(seconds[c].begin(), seconds[c].end());
+        Measurement result;
+        result.spec = group[c];
+        result.repeats = static_cast<int>(seconds[c].size());
+        result.median_s = percentile(seconds[c], 0.5);
+        result.low_s = percentile(seconds[c], 0.1);
+        result.high_s = percentile(seconds[c], 0.9);
+        results.push_back(result);
+    }
+    return results;
 }
 
 std::string format_time(double seconds) {
@@ -85,31 +100,29 @@ std::string format_time(double seconds) {
 struct Row {
     Measurement measurement;
     double gbps = 0, gflops = 0, ratio = 0;
-    double bandwidth_fraction = 0;  ///< GB/s over the bandwidth_of row's
-    double peak_fraction = 0;       ///< GFLOP/s over the peak_of row's
+    double bandwidth_fraction = 0;  ///< GB/s over the bandwidth_of case's (timed beside this one)
+    double peak_fraction = 0;       ///< GFLOP/s over the peak_of case's (timed beside this one)
+    double scaling = 0;             ///< throughput over the same case's at 1 thread (timed beside it)
 };
 
-std::string key(const std::string& name, const std::string& shape, int threads) {
-    return name + "|" + shape + "|" + std::to_string(threads);
-}
-
 void print_header() {
-    std::printf("%-34s %-22s %3s %11s %7s %9s %9s %8s %-26s %8s\n", "case", "shape", "thr", "median",
-                "spread", "GB/s", "GFLOP/s", "ratio", "ratio against", "of limit");
+    std::printf("%-34s %-22s %3s %11s %7s %9s %9s %8s %-26s %8s %7s\n", "case", "shape", "thr", "median",
+                "spread", "GB/s", "GFLOP/s", "ratio", "ratio against", "of limit", "x 1 thr");
 }
 
 void print_row(const Row& row) {
     const Case& spec = *row.measurement.spec;
     const double spread = (row.measurement.high_s - row.measurement.low_s) / row.measurement.median_s;
-    char gbps[16] = "-", gflops[16] = "-", ratio[16] = "-", fraction[16] = "-";
+    char gbps[16] = "-", gflops[16] = "-", ratio[16] = "-", fraction[16] = "-", scaling[16] = "-";
     if (row.gbps > 0) std::snprintf(gbps, sizeof gbps, "%.1f", row.gbps);
     if (row.gflops > 0) std::snprintf(gflops, sizeof gflops, "%.1f", row.gflops);
     if (row.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio);
     if (row.bandwidth_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f BW", row.bandwidth_fraction);
     else if (row.peak_fraction > 0) std::snprintf(fraction, sizeof fraction, "%.2f pk", row.peak_fraction);
-    std::printf("%-34s %-22s %3d %11s %6.0f%% %9s %9s %8s %-26s %8s\n", spec.name.c_str(), spec.shape.c_str(),
+    if (row.scaling > 0) std::snprintf(scaling, sizeof scaling, "%.2fx", row.scaling);
+    std::printf("%-34s %-22s %3d %11s %6.0f%% %9s %9s %8s %-26s %8s %7s\n", spec.name.c_str(), spec.shape.c_str(),
                 spec.threads, format_time(row.measurement.median_s).c_str(), 100 * spread, gbps, gflops, ratio,
-                row.ratio > 0 ? spec.baseline.c_str() : "", fraction);
+                row.ratio > 0 ? spec.baseline.c_str() : "", fraction, scaling);
     std::fflush(stdout);
 }
 
@@ -119,7 +132,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const Opt
     auto quoted = [](const std::string& text) { return "\"" + text + "\""; };
     out << "{\n  \"lowbit_version\": \"" << LOWBIT_VERSION_MAJOR << '.' << LOWBIT_VERSION_MINOR << '.'
         << LOWBIT_VERSION_PATCH << "\",\n  \"quick\": " << (options.quick ? "true" : "false")
-        << ",\n  \"statistic\": \"median over repeats after one warm-up; low/high are the 10th/90th percentiles\","
+        << ",\n  \"statistic\": \"median over repeats, timed in rounds beside the baseline, 1-thread and limit cases the "
+           "row is read against (one warm-up per case and round); low/high are the 10th/90th percentiles\","
         << "\n  \"cases\": [\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& row = rows[i];
@@ -131,7 +145,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const Opt
             << ", \"gflop_per_s\": " << row.gflops << ", \"baseline\": " << quoted(spec.baseline)
             << ", \"ratio_to_baseline\": " << row.ratio << ", \"bandwidth_of\": " << quoted(spec.bandwidth_of)
             << ", \"fraction_of_bandwidth\": " << row.bandwidth_fraction << ", \"peak_of\": " << quoted(spec.peak_of)
-            << ", \"fraction_of_peak\": " << row.peak_fraction << "}"
+            << ", \"fraction_of_peak\": " << row.peak_fraction << ", \"scaling_from_1_thread\": " << row.scaling << "}"
             << (i + 1 < rows.size() ? ",\n" : "\n");
     }
     out << "  ]\n}\n";
@@ -223,37 +237,60 @@ int main(int argc, char** argv) {
         add_gguf_cases(registry);
 
         const std::vector<const Case*> selected = select(registry.cases(), options);
-        std::printf("lowbit-bench %d.%d.%d: %zu cases, threads 1..%d%s; median of repeats after a warm-up, "
-                    "spread = (p90 - p10) / median; ratio = baseline median / this median\n",
+        std::printf("lowbit-bench %d.%d.%d: %zu cases, threads 1..%d%s; median of repeats, each row timed in rounds "
+                    "beside the rows it is read against; spread = (p90 - p10) / median; ratio = baseline median / "
+                    "this median; x 1 thr = throughput / the 1-thread row's\n",
                     LOWBIT_VERSION_MAJOR, LOWBIT_VERSION_MINOR, LOWBIT_VERSION_PATCH, selected.size(),
                     options.max_threads, options.quick ? ", quick" : "");
         print_header();
         std::vector<Row> rows;
-        std::map<std::string, std::size_t> by_key;       // name|shape|threads -> row
         for (const Case* spec : selected) {
+            // The cases this row is read against, timed beside it (measure_side_by_side).
+            auto find = [&](auto matches) -> const Case* {
+                for (const Case* other : selected)
+                    if (other != spec && matches(*other)) return other;
+                return nullptr;
+            };
+            const Case* baseline = spec->baseline.empty() ? nullptr : find([&](const Case& other) {
+                return other.name == spec->baseline && other.shape == spec->shape && other.threads == spec->threads;
+            });
+            const Case* one_thread = spec->threads == 1 ? nullptr : find([&](const Case& other) {
+                return other.name == spec->name && other.shape == spec->shape && other.threads == 1;
+            });
+            // Bandwidth and peak cases are named uniquely per thread count, whatever their shape.
+            const std::string& limit_name = !spec->bandwidth_of.empty() ? spec->bandwidth_of : spec->peak_of;
+            const Case* limit = limit_name.empty() ? nullptr : find([&](const Case& other) {
+                return other.name == limit_name && other.threads == spec->threads;
+            });
+            // --quick times each row alone (preparing a partner again costs more than timing it) and
+            // reads the partner's median off its own row, timed earlier in the run.
+            std::vector<const Case*> group{spec};
+            if (!options.quick)
+                for (const Case* partner : {baseline, one_thread, limit})
+                    if (partner) group.push_back(partner);
+            const std::vector<Measurement> measured = measure_side_by_side(group, options);
+            auto median_of = [&](const Case* partner) {
+                for (const Measurement& m : measured)
+                    if (m.spec == partner) return m.median_s;
+                for (const Row& earlier : rows)
+                    if (earlier.measurement.spec == partner) return earlier.measurement.median_s;
+                return 0.0;
+            };
             Row row;
-            row.measurement = measure(*spec, options);
+            row.measurement = measured[0];
             const double seconds = row.measurement.median_s;
             if (spec->bytes > 0) row.gbps = spec->bytes / seconds / 1e9;
             if (spec->flops > 0) row.gflops = spec->flops / seconds / 1e9;
-            if (!spec->baseline.empty()) {
-                auto found = by_key.find(key(spec->baseline, spec->shape, spec->threads));
-                if (found != by_key.end()) row.ratio = rows[found->second].measurement.median_s / seconds;
-            }
-            if (!spec->bandwidth_of.empty() && row.gbps > 0) {
-                // Bandwidth cases are named uniquely per thread count, whatever their shape.
-                for (const Row& earlier : rows)
-                    if (earlier.measurement.spec->name == spec->bandwidth_of &&
-                        earlier.measurement.spec->threads == spec->threads && earlier.gbps > 0)
-                        row.bandwidth_fraction = row.gbps / earlier.gbps;
-            }
-            if (!spec->peak_of.empty() && row.gflops > 0) {
-                for (const Row& earlier : rows)
-                    if (earlier.measurement.spec->name == spec->peak_of &&
-                        earlier.measurement.spec->threads == spec->threads && earlier.gflops > 0)
-                        row.peak_fraction = row.gflops / earlier.gflops;
-            }
-            by_key[key(spec->name, spec->shape, spec->threads)] = rows.size();
+            const double baseline_s = median_of(baseline), one_thread_s = median_of(one_thread), limit_s = median_of(limit);
+            if (baseline_s > 0) row.ratio = baseline_s / seconds;
+            // Throughput over the 1-thread row's (cases that give each thread its own work, such as the
+            // bandwidth and peak rows, say so in their bytes or flops).
+            auto work = [](const Case& c) { return c.flops > 0 ? c.flops : c.bytes > 0 ? c.bytes : 1.0; };
+            if (one_thread_s > 0) row.scaling = one_thread_s / seconds * work(*spec) / work(*one_thread);
+            if (limit_s > 0 && !spec->bandwidth_of.empty() && row.gbps > 0 && limit->bytes > 0)
+                row.bandwidth_fraction = row.gbps / (limit->bytes / limit_s / 1e9);
+            if (limit_s > 0 && spec->bandwidth_of.empty() && row.gflops > 0 && limit->flops > 0)
+                row.peak_fraction = row.gflops / (limit->flops / limit_s / 1e9);
             rows.push_back(row);
             print_row(row);
         }
