@@ -48,7 +48,7 @@ void set_threads(int threads) {
 /// Times a case and the cases it is read against (its baseline, its 1-thread twin, its limit row) side by
 /// side: in rounds, each case in turn runs one untimed warm-up (its own data back in the caches, its
 /// thread count set) and then `round_repeats` timed repetitions, until every case has min_repeats and
-/// the group has run for its budget (a case alone warms up once). The machine's speed drifts over seconds to minutes; cases timed in
+/// the group has run for its budget (a case alone, or one whose repetition is long, warms up once). The machine's speed drifts over seconds to minutes; cases timed in
 /// the same rounds see the same drift, so the ratios between them keep little of it.
 std::vector<Measurement> measure_side_by_side(const std::vector<const Case*>& group, const Options& options) {
     using clock = std::chrono::steady_clock;
@@ -57,14 +57,17 @@ std::vector<Measurement> measure_side_by_side(const std::vector<const Case*>& gr
         set_threads(spec->threads);
         runners.push_back(spec->prepare());
     }
-    const double budget_s = options.quick ? 0.05 : std::max(0.6, 0.3 * static_cast<double>(group.size()));
-    const int min_repeats = options.quick ? 3 : 8, round_repeats = options.quick ? 3 : 4, max_repeats = 500;
+    const double budget_s = options.quick ? 0.05 : std::max(0.6, 0.2 * static_cast<double>(group.size()));
+    const int min_repeats = options.quick ? 3 : 6, round_repeats = 3, max_repeats = 500;
+    // A repetition this long refills the caches in well under 1 % of its time: it warms up only once.
+    constexpr double long_repetition_s = 0.02;
     std::vector<std::vector<double>> seconds(group.size());
     const auto started = clock::now();
     for (bool first_round = true;; first_round = false) {
         for (std::size_t c = 0; c < group.size(); ++c) {
             set_threads(group[c]->threads);
-            if (first_round || group.size() > 1) runners[c]();  // warm-up: page faults, caches, thread start-up
+            // warm-up: page faults, caches, thread start-up
+            if (first_round || (group.size() > 1 && seconds[c].back() < long_repetition_s)) runners[c]();
             for (int r = 0; r < round_repeats; ++r) {
                 const auto begin = clock::now();
                 runners[c]();
