@@ -48,8 +48,9 @@ void set_threads(int threads) {
 /// Times a case and the cases it is read against (its baseline, its 1-thread twin, its limit row) side by
 /// side: in rounds, each case in turn runs one untimed warm-up (its own data back in the caches, its
 /// thread count set) and then `round_repeats` timed repetitions, until every case has min_repeats and
-/// the group has run for its budget (a case alone, or one whose repetition is long, warms up once). The machine's speed drifts over seconds to minutes; cases timed in
-/// the same rounds see the same drift, so the ratios between them keep little of it.
+/// the group has run for its budget (a case alone, or one whose repetition is long, warms up once).
+/// The machine's speed drifts over seconds to minutes; cases timed in the same rounds see the same
+/// drift, so the ratios between them keep little of it.
 std::vector<Measurement> measure_side_by_side(const std::vector<const Case*>& group, const Options& options) {
     using clock = std::chrono::steady_clock;
     std::vector<Runner> runners;
@@ -136,7 +137,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const Opt
     out << "{\n  \"lowbit_version\": \"" << LOWBIT_VERSION_MAJOR << '.' << LOWBIT_VERSION_MINOR << '.'
         << LOWBIT_VERSION_PATCH << "\",\n  \"quick\": " << (options.quick ? "true" : "false")
         << ",\n  \"statistic\": \"median over repeats, timed in rounds beside the baseline, 1-thread and limit cases the "
-           "row is read against (one warm-up per case and round); low/high are the 10th/90th percentiles\","
+           "row is read against (a warm-up per case and round, once for repetitions over 20 ms); low/high are the "
+           "10th/90th percentiles\","
         << "\n  \"cases\": [\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& row = rows[i];
