@@ -20,7 +20,7 @@ namespace lowbit::bench {
 
 struct Options {
     int max_threads = 1;        ///< --threads N: cases run at 1 thread and, if N > 1, at N threads
-    bool quick = false;         ///< --quick: fewer repeats and the largest shapes skipped; under a minute
+    bool quick = false;         ///< --quick: fewer repeats and the largest shapes skipped; about two minutes on 2 cores
     std::string filter;         ///< --filter PATTERN: substring of "name shape" that a case must contain
     std::string json_path;      ///< --json FILE
 

@@ -160,7 +160,7 @@ void print_usage() {
     std::printf(
         "usage: lowbit-bench [--threads N] [--quick] [--filter PATTERN] [--json FILE]\n"
         "  --threads N       run threaded cases at 1 and N threads (default: all hardware threads)\n"
-        "  --quick           fewer repeats, largest shapes skipped (under a minute)\n"
+        "  --quick           fewer repeats, largest shapes skipped (about two minutes on 2 cores)\n"
         "  --filter PATTERN  only cases whose \"name shape\" contains PATTERN (baselines they need run too);\n"
         "                    the post-training quantizer rows run only when selected this way (--filter ptq)\n"
         "  --json FILE       also write the figures as JSON\n");

@@ -16,7 +16,7 @@ struct MatmulShape {
     double flops() const { return 2.0 * m * n * k; }
     /// Bytes of x, w and out in fp32.
     double float_bytes() const { return 4.0 * (double(m) * k + double(n) * k + double(m) * n); }
-    /// Cases over 10 GFLOP are left out of --quick (it must stay under a minute on 2 cores).
+    /// Cases over 10 GFLOP are left out of --quick (it should stay near two minutes on 2 cores).
     bool slow() const { return flops() > 1e10; }
 };
 
