@@ -81,14 +81,13 @@ std::vector<float> clip_group(std::mt19937_64& rng, int kind) {
 /// Count-term float sum (relative Count * FLT_EPSILON, doubled), plus one rounding of each level, whose
 /// s * q + b the compiler may or may not contract to a fused multiply-add in the reference. A level off by
 /// at most delta moves the term c e^2 by at most c (2 |e| delta + delta^2); summed, by at most
-/// 2 delta sqrt(C * error) + C delta^2 (Cauchy-Schwarz, C = sum of c).
-float ranking_tolerance(int count, int bits, float scale, float bias, const std::vector<float>& weights, float error) {
+/// 2 delta sqrt(C * error) + C delta^2 (Cauchy-Schwarz, C = weight_sum, the sum of c).
+float ranking_tolerance(int count, int bits, float scale, float bias, float weight_sum, float error) {
     constexpr float eps = std::numeric_limits<float>::epsilon();
     const float max_code = static_cast<float>((1 << bits) - 1);
     const float delta = eps * (std::abs(scale) * max_code + std::abs(bias));
-    float c = 0.0f;
-    for (float w : weights) c += w;
-    return 2.0f * static_cast<float>(count) * eps * error + 2.0f * delta * std::sqrt(c * error) + c * delta * delta;
+    return 2.0f * static_cast<float>(count) * eps * error + 2.0f * delta * std::sqrt(weight_sum * error) +
+           weight_sum * delta * delta;
 }
 
 template <int Bits, int Count>
@@ -98,6 +97,8 @@ void check_clip_kernels(std::mt19937_64& rng) {
         const std::vector<float> values = clip_group<Count>(rng, trial % 4);
         std::vector<float> weights(Count);
         for (float& c : weights) c = trial % 3 == 0 ? 1.0f : unit(rng) * 5.0f;
+        float weight_sum = 0.0f;
+        for (float w : weights) weight_sum += w;
         const auto [low, high] = ptq::reference::group_range<Count>(values.data());
         CHECK(ptq::group_range<Count>(values.data()) == std::pair{low, high});
         // candidate ranges as clip search makes them: shrunk from either end
@@ -111,7 +112,8 @@ void check_clip_kernels(std::mt19937_64& rng) {
                 : ptq::group_squared_error_fast<Bits, Count, false, false>(values.data(), c, scale, bias);
             const float actual = weighted ? ptq::group_squared_error_ranking<Bits, Count, true>(values.data(), c, scale, bias)
                                           : ptq::group_squared_error_ranking<Bits, Count, false>(values.data(), c, scale, bias);
-            CHECK(std::abs(actual - expected) <= ranking_tolerance(Count, Bits, scale, bias, weighted ? weights : std::vector<float>(Count, 1.0f), expected));
+            const float sum_of_c = weighted ? weight_sum : static_cast<float>(Count);
+            CHECK(std::abs(actual - expected) <= ranking_tolerance(Count, Bits, scale, bias, sum_of_c, expected));
         }
     }
 }

@@ -82,7 +82,7 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
     static_assert(GroupSize % W == 0, "quantize_row_f32: GroupSize must be a multiple of the float lanes");
     static_assert(fbatch::size == ibatch::size, "quantize_row_f32: int32 and float lanes must pair up");
     constexpr int steps = GroupSize / W;
-    const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1));
+    const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1)), half(0.5f), margin(reciprocal_tie_margin);
     std::array<float, quantize_block_groups> lows{}, highs{};
     for (std::size_t first = 0; first < groups; first += quantize_block_groups) {
         const std::size_t count = std::min(quantize_block_groups, groups - first);
@@ -104,11 +104,16 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             for (std::size_t line = 0; line < GroupSize; line += cache_line_floats)
                 __builtin_prefetch(values + offset + quantize_prefetch_blocks * quantize_block_groups * GroupSize + line,
                                    0, 2);
+            // The code of step i of the group from its rounded quotient: clamped, one byte per lane.
+            const auto store_codes = [&](int i, const fbatch& rounded) LOWBIT_ALWAYS_INLINE {
+                const fbatch code = simd::min(top, simd::max(zero, rounded));
+                simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+            };
             const float inverse = 1.0f / scales[first + g];
-            const fbatch scale(scales[first + g]), bias(biases[first + g]);
+            const fbatch bias(biases[first + g]);
             bool coded = false;  // by the reciprocal, to the codes the division gives
             if (std::isnormal(inverse)) {
-                const fbatch reciprocal(inverse), half(0.5f), margin(reciprocal_tie_margin);
+                const fbatch reciprocal(inverse);
                 xsimd::batch_bool<float, Arch> near_tie(false);
                 static_for<steps>([&](auto step) {
                     constexpr int i = decltype(step)::value;
@@ -116,17 +121,15 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
                     const fbatch rounded = simd::nearbyint(quotient);
                     // NaN (from an infinite quotient) compares false: counted as near a tie.
                     near_tie = near_tie | !(half - xsimd::abs(quotient - rounded) > xsimd::abs(quotient) * margin);
-                    const fbatch code = simd::min(top, simd::max(zero, rounded));
-                    simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+                    store_codes(i, rounded);
                 });
                 coded = !xsimd::any(near_tie);
             }
             if (coded) continue;
+            const fbatch scale(scales[first + g]);
             static_for<steps>([&](auto step) {
                 constexpr int i = decltype(step)::value;
-                const fbatch v = fbatch::load_unaligned(values + offset + i * W);
-                const fbatch code = simd::min(top, simd::max(zero, simd::nearbyint((v - bias) / scale)));
-                simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+                store_codes(i, simd::nearbyint((fbatch::load_unaligned(values + offset + i * W) - bias) / scale));
             });
         }
     }

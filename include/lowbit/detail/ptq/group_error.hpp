@@ -6,8 +6,8 @@
 // compiler may or may not contract there); they differ in the order of the float sum (W lanes here,
 // then simd::reduce_add) and, where the compiler does not contract, by one rounding of each level, so
 // they agree to the rounding of a Count-term float sum (relative Count * FLT_EPSILON of sum_i |term_i|
-// at worst) plus what a level off by FLT_EPSILON * (|s| * max + |b|) changes in c e^2. Only the ranking uses it: the error clip search
-// reports and compares with RTN stays group_squared_error_fast's exact one.
+// at worst) plus what a level off by FLT_EPSILON * (|s| * max + |b|) changes in c e^2. Only the ranking
+// uses it: the error clip search reports and compares with RTN stays group_squared_error_fast's exact one.
 #pragma once
 
 #include "../config.hpp"
