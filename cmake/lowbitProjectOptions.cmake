@@ -29,13 +29,13 @@ function(lowbit_project_target target)
   endif()
 endfunction()
 
-# lowbit_shared_kernels(<target>): the target's sources only declare the MLX affine matmul kernels
-# (LOWBIT_EXTERN_KERNELS) and link one copy of them, compiled in src/kernel_instances_*.cpp
+# lowbit_shared_kernels(<target>): the target's sources only declare the MLX affine kernels (matmul and
+# row quantizer; LOWBIT_EXTERN_KERNELS) and link one copy of them, compiled in src/kernel_instances_*.cpp
 # (include/lowbit/detail/dispatch/mlx_affine_instances.hpp): each format's kernels are compiled once per
-# build, not once per translation unit that multiplies (many minutes of CI time). The object library gets
-# the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF compiles them in
-# each unit instead, which pays for a narrow build that multiplies in a few units (the xsimd13 and tsan
-# presets).
+# build, not once per translation unit that multiplies or quantizes (many minutes of CI time). The object
+# library gets the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF compiles
+# them in each unit instead, which pays for a narrow build that multiplies in a few units (the xsimd13 and
+# tsan presets).
 option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels once for lowbit's tests and examples" ON)
 function(lowbit_shared_kernels target)
   if(NOT LOWBIT_SHARED_KERNELS)

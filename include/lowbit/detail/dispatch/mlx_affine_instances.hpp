@@ -1,9 +1,10 @@
-// dispatch/: compiling the MLX affine matmul kernels once per program instead of once per translation
-// unit. Each translation unit that multiplies by a QuantizedMatrix<GroupSize, Bits> compiles that
-// format's kernels (the f32 GEMV, batch GEMV and GEMM, and the int8 ones: tens of seconds per format
-// with GCC at -O3). A program with many such translation units may compile them in one place instead:
-//   - every translation unit defines LOWBIT_EXTERN_KERNELS (each format's two run_* entries of
-//     dispatch/mlx_affine.hpp are then declared `extern template`, so calls link to one copy), and
+// dispatch/: compiling the MLX affine kernels once per program instead of once per translation unit.
+// Each translation unit that multiplies by or quantizes into a QuantizedMatrix<GroupSize, Bits> compiles
+// that format's kernels (the f32 GEMV, batch GEMV and GEMM, the int8 ones, the row quantizer: tens of
+// seconds per format with GCC at -O3). A program with many such translation units may compile them in one place instead:
+//   - every translation unit defines LOWBIT_EXTERN_KERNELS (each format's three run_* entries, two in
+//     dispatch/mlx_affine.hpp and one in dispatch/mlx_affine_quantize.hpp, are then declared
+//     `extern template`, so calls link to one copy), and
 //   - one or more translation units, built with the same compiler and flags, instantiate each format
 //     the program uses with LOWBIT_INSTANTIATE_MLX_AFFINE_KERNELS(GroupSize, Bits); at namespace scope
 //     after including <lowbit/lowbit.hpp> (or <lowbit/quantized_linear.hpp>).
@@ -18,9 +19,9 @@
 #include "../../formats/mlx_affine.hpp"
 #include "../../quantized_matrix.hpp"
 
-/// Explicit instantiation (`keyword` empty) or its extern declaration (`keyword` extern) of the two
-/// dispatch entries of the MLX affine format <GroupSize, Bits> (dispatch/mlx_affine.hpp), which hold
-/// every matmul kernel of that format.
+/// Explicit instantiation (`keyword` empty) or its extern declaration (`keyword` extern) of the three
+/// dispatch entries of the MLX affine format <GroupSize, Bits>, which hold every matmul kernel of that
+/// format and its row quantizer.
 #define LOWBIT_MLX_AFFINE_KERNELS_WITH(keyword, GroupSize, Bits)                                         \
     keyword template auto ::lowbit::detail::run_quantized_matmul<GroupSize, Bits>(                            \
         const float*, ::Eigen::Index, ::Eigen::Index, const ::lowbit::QuantizedMatrix<GroupSize, Bits>&,     \
@@ -28,7 +29,9 @@
     keyword template auto ::lowbit::detail::run_quantized_matmul_int8<GroupSize, Bits>(                       \
         const float*, ::Eigen::Index, ::Eigen::Index, const ::lowbit::QuantizedMatrix<GroupSize, Bits>&,     \
         float*, ::Eigen::Index, ::lowbit::detail::MatmulKernel, ::lowbit::detail::Int8PanelCache*)             \
-        -> ::lowbit::detail::KernelRun
+        -> ::lowbit::detail::KernelRun;                                                                        \
+    keyword template bool ::lowbit::detail::run_quantize_row<GroupSize, Bits>(                                \
+        const float*, ::std::size_t, ::std::uint8_t*, ::std::uint32_t*, float*, float*)
 
 /// Compiles the kernels of the format <GroupSize, Bits> in this translation unit (see above).
 #define LOWBIT_INSTANTIATE_MLX_AFFINE_KERNELS(GroupSize, Bits) LOWBIT_MLX_AFFINE_KERNELS_WITH(, GroupSize, Bits)

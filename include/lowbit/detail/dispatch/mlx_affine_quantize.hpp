@@ -32,16 +32,15 @@ void pack_row_codes(const Code* codes, std::size_t count, std::uint32_t* words) 
 
 /// Quantizes one row of `groups` groups of GroupSize values (MLX's rule) into its packed words, scales
 /// and biases; code_bytes is scratch for groups * GroupSize bytes. False when a value is not finite (the
-/// outputs are then unspecified; the caller finds the value).
+/// outputs are then unspecified; the caller finds the value). Records no kernel path (quantize_row
+/// does), so one compiled copy serves every translation unit (mlx_affine_instances.hpp).
 template <int GroupSize, int Bits>
-bool quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
-                  float* scales, float* biases) {
+bool run_quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                      float* scales, float* biases) {
     if constexpr (simd::enabled) {
-        record(KernelOp::quantize_group, KernelPath::simd);
         if (!kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales, biases))
             return false;
     } else {
-        record(KernelOp::quantize_group, KernelPath::reference);
         for (std::size_t i = 0; i < groups * GroupSize; ++i)
             if (!std::isfinite(values[i])) return false;
         for (std::size_t g = 0; g < groups; ++g)
@@ -50,6 +49,14 @@ bool quantize_row(const float* values, std::size_t groups, std::uint8_t* code_by
     }
     pack_row_codes<Bits>(code_bytes, groups * GroupSize, words);
     return true;
+}
+
+/// run_quantize_row, recording the path it takes (kernel_paths.hpp).
+template <int GroupSize, int Bits>
+bool quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                  float* scales, float* biases) {
+    record(KernelOp::quantize_group, simd::enabled ? KernelPath::simd : KernelPath::reference);
+    return run_quantize_row<GroupSize, Bits>(values, groups, code_bytes, words, scales, biases);
 }
 
 }  // namespace detail
