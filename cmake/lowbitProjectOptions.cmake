@@ -36,7 +36,7 @@ endfunction()
 # library gets the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF compiles
 # them in each unit instead, which pays for a narrow build that multiplies in a few units (the xsimd13 and
 # tsan presets).
-option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels once for lowbit's tests and examples" ON)
+option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels and row quantizers once for lowbit's tests and examples" ON)
 function(lowbit_shared_kernels target)
   if(NOT LOWBIT_SHARED_KERNELS)
     return()
