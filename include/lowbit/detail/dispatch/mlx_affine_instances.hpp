@@ -1,7 +1,8 @@
 // dispatch/: compiling the MLX affine kernels once per program instead of once per translation unit.
 // Each translation unit that multiplies by or quantizes into a QuantizedMatrix<GroupSize, Bits> compiles
 // that format's kernels (the f32 GEMV, batch GEMV and GEMM, the int8 ones, the row quantizer: tens of
-// seconds per format with GCC at -O3). A program with many such translation units may compile them in one place instead:
+// seconds per format with GCC at -O3). A program with many such translation units may compile them in
+// one place instead:
 //   - every translation unit defines LOWBIT_EXTERN_KERNELS (each format's three run_* entries, two in
 //     dispatch/mlx_affine.hpp and one in dispatch/mlx_affine_quantize.hpp, are then declared
 //     `extern template`, so calls link to one copy), and
