@@ -95,4 +95,23 @@ TEST_CASE("simd::broadcast_halves puts pair[0] in the low half of the lanes and 
     simd::broadcast_halves<simd::arch>(pair.data()).store_unaligned(stored.data());
     for (std::size_t i = 0; i < lanes; ++i) CHECK(stored[i] == (i < lanes / 2 ? pair[0] : pair[1]));
 }
+TEST_CASE("simd::transpose_words turns rows into columns", "[simd]") {
+    using batch = simd::batch<std::uint32_t>;
+    constexpr std::size_t lanes = batch::size;
+    // Word (r, c) = 1000 r + c: every word distinct, so a misplaced one names where it came from.
+    std::array<batch, lanes> rows;
+    std::array<std::uint32_t, 64> words{};
+    for (std::size_t r = 0; r < lanes; ++r) {
+        for (std::size_t c = 0; c < lanes; ++c) words[c] = static_cast<std::uint32_t>(1000 * r + c);
+        rows[r] = batch::load_unaligned(words.data());
+    }
+    simd::transpose_words(rows);
+    for (std::size_t r = 0; r < lanes; ++r) {
+        rows[r].store_unaligned(words.data());
+        for (std::size_t c = 0; c < lanes; ++c) {
+            INFO("row " << r << ", lane " << c);
+            CHECK(words[c] == 1000 * c + r);
+        }
+    }
+}
 #endif

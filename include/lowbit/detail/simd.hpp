@@ -12,6 +12,7 @@
 
 #include "config.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -130,6 +131,13 @@ template <class Arch>
 inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first,
                                      const xsimd::batch<float, Arch>& second) noexcept {
     return arch_ops::min(first, second, Arch{});
+}
+
+/// Transposes a square of words in place: afterwards rows[c] lane r holds what rows[r] lane c held
+/// (qgemm's panel packing turns rows of q's codes into columns with it).
+template <class Arch>
+inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, xsimd::batch<std::uint32_t, Arch>::size>& rows) noexcept {
+    arch_ops::transpose_words<Arch>(rows, Arch{});
 }
 
 /// Stores a batch to `aligned_address` (Arch::alignment()-aligned) with a non-temporal (streaming)

@@ -6,6 +6,7 @@
 
 #include "../config.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -102,6 +103,20 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, Byte* by
     alignas(64) std::int32_t words[lanes];
     values.store_aligned(words);
     for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<Byte>(words[i]);
+}
+
+/// Transposes a square of words in place (rows[r] lane c <-> rows[c] lane r), through memory.
+template <class Arch>
+inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, xsimd::batch<std::uint32_t, Arch>::size>& rows,
+                            const xsimd::generic&) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<std::uint32_t, Arch>::size;
+    alignas(64) std::uint32_t square[lanes * lanes];
+    for (std::size_t r = 0; r < lanes; ++r) rows[r].store_aligned(square + r * lanes);
+    alignas(64) std::uint32_t column[lanes];
+    for (std::size_t c = 0; c < lanes; ++c) {
+        for (std::size_t r = 0; r < lanes; ++r) column[r] = square[r * lanes + c];
+        rows[c] = xsimd::batch<std::uint32_t, Arch>::load_aligned(column);
+    }
 }
 
 }  // namespace detail::simd::arch_ops

@@ -1,8 +1,11 @@
-// simd:: operations specific to AVX2 (and FMA3 on AVX2): the two-group scale broadcast.
+// simd:: operations specific to AVX2 (and FMA3 on AVX2): the two-group scale broadcast and the 8 x 8
+// word transpose.
 #pragma once
 
 #include "../config.hpp"
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 
 #include <xsimd/xsimd.hpp>
@@ -20,6 +23,30 @@ inline xsimd::batch<float, Arch> broadcast_halves(const float* pair, const xsimd
     std::memcpy(&both, pair, sizeof both);
     const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     return _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_set1_pd(both)), halves);
+}
+
+/// 8 x 8 words in three levels, each swapping the off-diagonal blocks of size 4, 2, then 1 between rows
+/// r and r + size: 128-bit lane permutes, 64-bit unpacks, then 32-bit shifts and blends (24 instructions).
+template <class Arch>
+inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, 8>& rows, const xsimd::avx2&) noexcept {
+    __m256i r[8];
+    for (std::size_t i = 0; i < 8; ++i) r[i] = rows[i];
+    for (std::size_t i = 0; i < 4; ++i) {
+        const __m256i a = r[i], b = r[i + 4];
+        r[i] = _mm256_permute2x128_si256(a, b, 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(a, b, 0x31);
+    }
+    for (std::size_t i : {0u, 1u, 4u, 5u}) {
+        const __m256i a = r[i], b = r[i + 2];
+        r[i] = _mm256_unpacklo_epi64(a, b);
+        r[i + 2] = _mm256_unpackhi_epi64(a, b);
+    }
+    for (std::size_t i : {0u, 2u, 4u, 6u}) {
+        const __m256i a = r[i], b = r[i + 1];
+        r[i] = _mm256_blend_epi32(a, _mm256_slli_epi64(b, 32), 0xAA);
+        r[i + 1] = _mm256_blend_epi32(_mm256_srli_epi64(a, 32), b, 0xAA);
+    }
+    for (std::size_t i = 0; i < 8; ++i) rows[i] = r[i];
 }
 
 }  // namespace detail::simd::arch_ops

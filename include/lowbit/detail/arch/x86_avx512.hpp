@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -110,6 +111,31 @@ template <class Arch>
 inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes,
                         const xsimd::avx512f&) noexcept {
     _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
+}
+
+/// 16 x 16 words in four levels, each swapping the off-diagonal blocks of size 8, 4, 2, then 1 between
+/// rows r and r + size with two-source permutes (64 vpermt2d).
+template <class Arch>
+inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, 16>& rows, const xsimd::avx512f&) noexcept {
+    __m512i r[16];
+    for (std::size_t i = 0; i < 16; ++i) r[i] = rows[i];
+    for (int size = 8; size >= 1; size /= 2) {
+        // Row r keeps its lanes c with (c & size) == 0 and takes lane c - size of row r + size in the
+        // others; row r + size takes lane c + size of row r in the first and keeps its own in the others.
+        alignas(64) std::int32_t upper[16], lower[16];
+        for (int c = 0; c < 16; ++c) {
+            upper[c] = (c & size) ? 16 + c - size : c;
+            lower[c] = (c & size) ? 16 + c : c + size;
+        }
+        const __m512i upper_index = _mm512_load_si512(upper), lower_index = _mm512_load_si512(lower);
+        for (int i = 0; i < 16; ++i) {
+            if (i & size) continue;
+            const __m512i a = r[i], b = r[i + size];
+            r[i] = _mm512_permutex2var_epi32(a, upper_index, b);
+            r[i + size] = _mm512_permutex2var_epi32(a, lower_index, b);
+        }
+    }
+    for (std::size_t i = 0; i < 16; ++i) rows[i] = r[i];
 }
 
 }  // namespace detail::simd::arch_ops
