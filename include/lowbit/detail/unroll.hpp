@@ -1,4 +1,4 @@
-// Compile-time unrolling for kernels: static_for and LOWBIT_ALWAYS_INLINE.
+// Compile-time unrolling for kernels: static_for, LOWBIT_ALWAYS_INLINE and LOWBIT_NOINLINE.
 #pragma once
 
 #include "config.hpp"
@@ -12,6 +12,15 @@
 #define LOWBIT_ALWAYS_INLINE __attribute__((always_inline))
 #else
 #define LOWBIT_ALWAYS_INLINE
+#endif
+
+/// Keeps a microkernel out of its caller, so that the caller's live values do not crowd the kernel's
+/// loop out of general registers (GCC 12 otherwise parks x row offsets in vector registers and moves
+/// them back inside qgemm's k loop, on the ports the fmas need).
+#if defined(__GNUC__) || defined(__clang__)
+#define LOWBIT_NOINLINE __attribute__((noinline))
+#else
+#define LOWBIT_NOINLINE
 #endif
 
 LOWBIT_BEGIN_NAMESPACE

@@ -4,8 +4,9 @@
 //   qgemv_f32_batch (small M, Bits in {2, 4, 8}): the GEMV's layout with each unpacked code vector
 //     shared by several rows of x (qgemv_batch.hpp: up to 4 rows two columns at a time, or on
 //     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
-//   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and group one
-//     panel (qgemm_panel.hpp) reused by every register block (QgemmF32Ukernel) of the tile's rows.
+//   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and slice of
+//     about KC codes one panel of scaled codes and biases (qgemm_panel.hpp), each NR-column block of it
+//     reused by every register block (QgemmF32Ukernel) of the tile's rows.
 #pragma once
 
 #include "../config.hpp"
@@ -126,28 +127,34 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
     // Tiny problems stay on one thread: a tile must be worth handing to a worker (about 2 MFLOP).
     const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
     const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
+    constexpr Index slice_groups = blocking::template slice_groups<GroupSize>;
+    constexpr Index group_rows = GroupSize + 1;  // the group's codes, then its biases
     parallel_for(static_cast<std::size_t>(n_tiles * m_blocks), grain, [&](std::size_t begin, std::size_t end) {
-        std::vector<float> panel(static_cast<std::size_t>(GroupSize * blocking::NC));
-        std::vector<float> panel_scales(static_cast<std::size_t>(blocking::NC));
-        std::vector<float> panel_biases(static_cast<std::size_t>(blocking::NC));
-        std::vector<std::uint32_t> words_t(static_cast<std::size_t>(words_per_group * blocking::NC));
+        // Aligned, so that no vector load or store of the panel or the transposed words splits a cache line.
+        std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
+            static_cast<std::size_t>(slice_groups * group_rows * blocking::NC));
+        std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
+            static_cast<std::size_t>(slice_groups * blocking::NC));
+        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(
+            static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC));
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
             const Index nc = std::min(blocking::NC, N - n0), mc = std::min(blocking::MC, M - m0);
             const Index panel_stride = (nc + NR - 1) / NR * NR;
-            for (Index g = 0; g < groups; ++g) {
-                build_panel<Arch, GroupSize, Bits>(q, g, n0, nc, panel_stride, panel.data(), panel_scales.data(),
-                                                   panel_biases.data(), words_t.data());
+            for (Index g0 = 0; g0 < groups; g0 += slice_groups) {
+                const Index slice = std::min(slice_groups, groups - g0);
+                const Index block_stride = slice * group_rows * NR;
+                build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0, nc, panel_stride, panel.data(), slice_scales.data(),
+                                                   words_t.data());
+                // Columns outside, rows inside: one panel block (about KC x NR floats) stays in L1 while
+                // the tile's rows pass over it.
                 for (Index j = 0; j < panel_stride; j += NR) {
-                    const Index cols = std::min<Index>(NR, nc - j);
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
-                        blocking::template run<Rows, GroupSize>(panel.data() + j, panel_stride,
-                                                                x + m * x_stride + g * GroupSize, x_stride,
-                                                                x_sum.data() + m * groups + g, groups,
-                                                                panel_scales.data() + j, panel_biases.data() + j,
-                                                                out + m * out_stride + n0 + j, out_stride, cols,
-                                                                g == 0);
+                        blocking::template run<Rows, GroupSize>(
+                            panel.data() + j / NR * block_stride, slice, x + m * x_stride + g0 * GroupSize, x_stride,
+                            x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
+                            std::min<Index>(NR, nc - j), g0 == 0);
                     };
                     Index m = m0;
                     for (; m + MR <= m0 + mc; m += MR) block(std::integral_constant<int, MR>{}, m);

@@ -1,6 +1,13 @@
-// qgemm_f32 panel packing: the codes of one group of NC output columns unpacked into a float panel
-// [GroupSize][NC] (k-major, zero-padded to a multiple of NR), with the columns' scales and biases, for
-// QgemmF32Ukernel. Vector unpack for Bits in {2, 4, 8}, the scalar block unpacker otherwise.
+// qgemm_f32 panel packing: the codes of a slice of groups of NC output columns, unpacked and scaled
+// into a float panel with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in {2, 4, 8},
+// the scalar block unpacker otherwise. Layout: one contiguous block per NR columns; inside it, per
+// group of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so
+// a register block streams its block in order (no stride that maps its rows onto a few L1 sets):
+//
+//   block of columns j0 .. j0+NR-1: | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
+//   element (group i of the slice, row k <= G, column j) at
+//       (j / NR) * block_stride + i * (G + 1) * NR + k * NR + j % NR,  block_stride = groups * (G + 1) * NR;
+//   columns nc .. are zero. s * q is rounded once to float (docs/numerics.md N10).
 #pragma once
 
 #include "../config.hpp"
@@ -16,50 +23,85 @@
 #include "../unroll.hpp"
 #include "matmul_common.hpp"
 #include "packing.hpp"
+#include "qgemm_ukernel.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 using Index = Eigen::Index;
 
-/// Unpacks group g of columns [n0, n0 + nc) into panel[k * panel_stride + j] (k < GroupSize,
-/// j < panel_stride; columns nc.. are zero) and their scales and biases into panel_scales/biases.
+/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc) into panel, the blocked layout above:
+/// per group GroupSize rows of fl(s * q), then the biases. j runs to panel_stride, a multiple of NR;
+/// columns nc .. are zero. Scratch: slice_scales, groups * panel_stride floats; words_t, groups *
+/// words_per_group * panel_stride words (Arch::alignment()-aligned). The codes are turned from rows of
+/// q into columns W x W words at a time (simd::transpose_words), with the next slice prefetched: this
+/// reading of W rows at once is about a third of the GEMM's time at M = 32 (benchmarks/README.md).
 template <class Arch, int GroupSize, int Bits>
-void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g, Index n0, Index nc, Index panel_stride,
-                 float* panel, float* panel_scales, float* panel_biases, std::uint32_t* words_t) {
+void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
+                 Index panel_stride, float* panel, float* slice_scales, std::uint32_t* words_t) {
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
-    for (Index j = 0; j < panel_stride; ++j) {
-        panel_scales[j] = j < nc ? q.scales(n0 + j, g) : 0.0f;
-        panel_biases[j] = j < nc ? q.biases(n0 + j, g) : 0.0f;
-    }
-    if constexpr (MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
-        using ubatch = xsimd::batch<std::uint32_t, Arch>;
-        using fbatch = xsimd::batch<float, Arch>;
-        constexpr Index W = static_cast<Index>(fbatch::size);
-        constexpr int codes_per_word = 32 / Bits;
-        // Transpose the group's words to [word][column], then unpack W columns per vector.
-        for (Index j = 0; j < panel_stride; ++j) {
-            const std::uint32_t* words = j < nc ? &q.codes(n0 + j, g * words_per_group) : nullptr;
-            for (int w = 0; w < words_per_group; ++w) words_t[w * panel_stride + j] = words ? words[w] : 0u;
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
+    const Index block_stride = groups * (GroupSize + 1) * NR;
+    auto at = [panel, block_stride](Index i, Index k, Index j) {
+        return panel + (j / NR) * block_stride + (i * (GroupSize + 1) + k) * NR + j % NR;
+    };
+    for (Index j = 0; j < panel_stride; ++j)
+        for (Index i = 0; i < groups; ++i) {
+            slice_scales[i * panel_stride + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
+            *at(i, GroupSize, j) = j < nc ? q.biases(n0 + j, g0 + i) : 0.0f;
         }
+    if constexpr (MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
+        // words_t[w * panel_stride + j] = word w of the slice in column j: squares of W columns x W words
+        // through simd::transpose_words, the rest (column and word tails, zero columns) word by word.
+        using ubatch = xsimd::batch<std::uint32_t, Arch>;
+        constexpr Index W = static_cast<Index>(ubatch::size);
+        const Index slice_words = groups * words_per_group;
+        const Index square_columns = nc / W * W, square_words = slice_words / W * W;
+        const Index row_words = q.codes.cols();
+        std::array<ubatch, W> square;
+        for (Index j = 0; j < square_columns; j += W)
+            for (Index w = 0; w < square_words; w += W) {
+                const std::uint32_t* words = &q.codes(n0 + j, g0 * words_per_group + w);
+                for (Index r = 0; r < W; ++r) {
+                    square[r] = ubatch::load_unaligned(words + r * row_words);
+                    // The same words of the next slice, into L2: W rows a row of codes apart defeat the
+                    // hardware prefetcher (a prefetch past the matrix never faults).
+                    __builtin_prefetch(words + r * row_words + slice_words, 0, 2);
+                }
+                simd::transpose_words(square);
+                for (Index c = 0; c < W; ++c) square[c].store_aligned(words_t + (w + c) * panel_stride + j);
+            }
+        for (Index j = 0; j < panel_stride; ++j)
+            for (Index w = j < square_columns ? square_words : 0; w < slice_words; ++w)
+                words_t[w * panel_stride + j] = j < nc ? q.codes(n0 + j, g0 * words_per_group + w) : 0u;
+
+        // Then unpack and scale W columns per vector.
+        using fbatch = xsimd::batch<float, Arch>;
+        constexpr int codes_per_word = 32 / Bits;
         const ubatch mask((std::uint32_t{1} << Bits) - 1);
-        for (int w = 0; w < words_per_group; ++w)
+        for (Index i = 0; i < groups; ++i)
             for (Index j = 0; j < panel_stride; j += W) {
-                const ubatch words = ubatch::load_unaligned(words_t + w * panel_stride + j);
-                static_for<codes_per_word>([&](auto step) {
-                    constexpr int t = decltype(step)::value;
-                    const ubatch code = (words >> (t * Bits)) & mask;
-                    xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code))
-                        .store_unaligned(panel + (w * codes_per_word + t) * panel_stride + j);
-                });
+                const fbatch scales = fbatch::load_unaligned(slice_scales + i * panel_stride + j);
+                for (int w = 0; w < words_per_group; ++w) {
+                    const ubatch words = ubatch::load_unaligned(words_t + (i * words_per_group + w) * panel_stride + j);
+                    static_for<codes_per_word>([&](auto step) {
+                        constexpr int t = decltype(step)::value;
+                        const ubatch code = (words >> (t * Bits)) & mask;
+                        (xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code)) * scales)
+                            .store_unaligned(at(i, w * codes_per_word + t, j));
+                    });
+                }
             }
     } else {
+        // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
         std::array<float, GroupSize> codes{};
-        for (Index j = 0; j < panel_stride; ++j) {
-            if (j < nc) unpack_codes<Bits>(&q.codes(n0 + j, g * words_per_group), GroupSize, codes.data());
-            else codes.fill(0.0f);
-            for (int k = 0; k < GroupSize; ++k) panel[k * panel_stride + j] = codes[static_cast<std::size_t>(k)];
-        }
+        for (Index i = 0; i < groups; ++i)
+            for (Index j = 0; j < panel_stride; ++j) {
+                if (j < nc) unpack_codes<Bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
+                else codes.fill(0.0f);
+                const float scale = slice_scales[i * panel_stride + j];
+                for (int k = 0; k < GroupSize; ++k) *at(i, k, j) = scale * codes[static_cast<std::size_t>(k)];
+            }
     }
 }
 

@@ -1,6 +1,7 @@
-// QgemmF32Ukernel: the register-blocked microkernel of qgemm_f32 (f32 activations on MLX affine codes
-// unpacked into a float panel by qgemm_panel.hpp), any xsimd Arch. Epilogue: out = (first ? 0 : out)
-// + s * acc + b * sum(x). f32 accumulation, no integer arithmetic.
+// QgemmF32Ukernel: the register-blocked microkernel of qgemm_f32 (f32 activations on MLX affine codes,
+// unpacked and scaled into a float panel by qgemm_panel.hpp), any xsimd Arch. It runs over a slice of
+// groups: out = (first ? 0 : out) + sum_k x * fl(s * q) + sum_g sum(x) * b. f32 accumulation, no
+// integer arithmetic.
 #pragma once
 
 #include "../config.hpp"
@@ -11,15 +12,16 @@
 #include <Eigen/Core>
 
 #include "../simd.hpp"
+#include "../unroll.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 using Index = Eigen::Index;
 
-/// The qgemm_f32 microkernel: an MR x NR register block of x rows times one panel of NR output columns,
-/// over one group, with broadcast-x fmas (2 accumulators of W lanes per row). Its tile sizes are declared
-/// here and read by the driver and by the tests' shape loops.
+/// The qgemm_f32 microkernel: an MR x NR register block of x rows times one panel block of NR output
+/// columns, over a slice of groups, with broadcast-x fmas (2 accumulators of W lanes per row). Its tile
+/// sizes are declared here and read by the driver and by the tests' shape loops.
 template <class Arch>
 struct QgemmF32Ukernel {
     static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
@@ -27,32 +29,43 @@ struct QgemmF32Ukernel {
     static constexpr int MR = W >= 16 ? 8 : 6;       ///< x rows per register block (MR * 2 accumulators)
     static constexpr Index NC = (256 / NR) * NR;     ///< output columns per tile (one panel)
     static constexpr Index MC = 256;                 ///< x rows per tile
+    /// k per panel slice, in whole groups (slice_groups): one NR-column block of the slice's panel
+    /// (KC + KC / GroupSize rows of NR floats: 33 KiB at g64 on AVX-512) stays in L1 while the tile's
+    /// rows pass over it, the whole panel (266 KiB) in L2, and each output is read and written once
+    /// per slice instead of once per group (benchmarks/README.md).
+    static constexpr Index KC = 256;
+    template <int GroupSize>
+    static constexpr Index slice_groups = KC / GroupSize > 0 ? KC / GroupSize : 1;
 
-    /// One Rows x NR register block over one group: out = (first ? 0 : out) + s * sum(x*q) + b * sum(x).
-    /// Writes only the first `cols` columns of out.
+    /// One Rows x NR register block over `groups` groups of one panel block (qgemm_panel.hpp's layout):
+    ///   out = (first ? 0 : out) + sum over the groups' k of x * fl(s * q) + sum over the groups of sum(x) * b,
+    /// accumulated in that order (per group its GroupSize codes, then its bias row). x: the block's first
+    /// row at the slice's first k; x_sum: that row's sum for the slice's first group. Writes only the
+    /// first `cols` columns of out.
     template <int Rows, int GroupSize>
-    static void run(const float* panel, Index panel_stride, const float* x, Index x_stride, const float* x_sum,
-                    Index x_sum_stride, const float* scales, const float* biases, float* out, Index out_stride, Index cols,
-                    bool first) {
+    LOWBIT_NOINLINE static void run(const float* block, Index groups, const float* x, Index x_stride,
+                                    const float* x_sum, Index x_sum_stride, float* out, Index out_stride, Index cols,
+                                    bool first) {
         using fbatch = xsimd::batch<float, Arch>;
         std::array<fbatch, Rows> acc0, acc1;
         acc0.fill(fbatch(0.0f));
         acc1.fill(fbatch(0.0f));
-        for (int k = 0; k < GroupSize; ++k) {
-            const fbatch b0 = fbatch::load_unaligned(panel + k * panel_stride);
-            const fbatch b1 = fbatch::load_unaligned(panel + k * panel_stride + W);
+        auto step = [&](const float* a_column, Index a_stride) LOWBIT_ALWAYS_INLINE {
+            const fbatch b0 = fbatch::load_unaligned(block);
+            const fbatch b1 = fbatch::load_unaligned(block + W);
+            block += NR;
             for (int r = 0; r < Rows; ++r) {
-                const fbatch a(x[r * x_stride + k]);
+                const fbatch a(a_column[r * a_stride]);
                 acc0[r] = simd::fma(a, b0, acc0[r]);
                 acc1[r] = simd::fma(a, b1, acc1[r]);
             }
+        };
+        for (Index i = 0; i < groups; ++i) {
+            for (int k = 0; k < GroupSize; ++k) step(x + i * GroupSize + k, x_stride);
+            step(x_sum + i, x_sum_stride);
         }
-        const fbatch s0 = fbatch::load_unaligned(scales), s1 = fbatch::load_unaligned(scales + W);
-        const fbatch c0 = fbatch::load_unaligned(biases), c1 = fbatch::load_unaligned(biases + W);
         for (int r = 0; r < Rows; ++r) {
-            const fbatch sum_x(x_sum[r * x_sum_stride]);
-            fbatch v0 = simd::fma(acc0[r], s0, c0 * sum_x);
-            fbatch v1 = simd::fma(acc1[r], s1, c1 * sum_x);
+            fbatch v0 = acc0[r], v1 = acc1[r];
             float* o = out + r * out_stride;
             if (cols == NR) {
                 if (!first) {
