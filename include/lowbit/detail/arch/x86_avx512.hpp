@@ -16,6 +16,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "../unroll.hpp"
 #include "x86_sse2.hpp"
 
 #if defined(__AVX512F__)
@@ -113,29 +114,42 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int
     _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
 }
 
-/// 16 x 16 words in four levels, each swapping the off-diagonal blocks of size 8, 4, 2, then 1 between
-/// rows r and r + size with two-source permutes (64 vpermt2d).
+/// One level of the 16 x 16 transpose: rows r and r + Size (r & Size == 0) swap their off-diagonal
+/// blocks of Size words. Row r keeps its lanes c with (c & Size) == 0 and takes lane c - Size of row
+/// r + Size in the others; row r + Size takes lane c + Size of row r in the first and keeps its own in
+/// the others. The lane indices are constants and the rows stay in registers (unrolled).
+template <int Size>
+LOWBIT_ALWAYS_INLINE inline void swap_word_blocks(__m512i (&rows)[16]) noexcept {
+    struct Lanes {
+        alignas(64) std::int32_t upper[16], lower[16];
+    };
+    static constexpr Lanes lanes = [] {
+        Lanes made{};
+        for (int c = 0; c < 16; ++c) {
+            made.upper[c] = (c & Size) ? 16 + c - Size : c;
+            made.lower[c] = (c & Size) ? 16 + c : c + Size;
+        }
+        return made;
+    }();
+    const __m512i upper = _mm512_load_si512(lanes.upper), lower = _mm512_load_si512(lanes.lower);
+    static_for<8>([&](auto pair) {
+        constexpr int i = decltype(pair)::value / Size * 2 * Size + decltype(pair)::value % Size;
+        const __m512i a = rows[i], b = rows[i + Size];
+        rows[i] = _mm512_permutex2var_epi32(a, upper, b);
+        rows[i + Size] = _mm512_permutex2var_epi32(a, lower, b);
+    });
+}
+
+/// 16 x 16 words in four levels (swap_word_blocks of size 8, 4, 2, then 1): 64 vpermt2d.
 template <class Arch>
 inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, 16>& rows, const xsimd::avx512f&) noexcept {
     __m512i r[16];
-    for (std::size_t i = 0; i < 16; ++i) r[i] = rows[i];
-    for (int size = 8; size >= 1; size /= 2) {
-        // Row r keeps its lanes c with (c & size) == 0 and takes lane c - size of row r + size in the
-        // others; row r + size takes lane c + size of row r in the first and keeps its own in the others.
-        alignas(64) std::int32_t upper[16], lower[16];
-        for (int c = 0; c < 16; ++c) {
-            upper[c] = (c & size) ? 16 + c - size : c;
-            lower[c] = (c & size) ? 16 + c : c + size;
-        }
-        const __m512i upper_index = _mm512_load_si512(upper), lower_index = _mm512_load_si512(lower);
-        for (int i = 0; i < 16; ++i) {
-            if (i & size) continue;
-            const __m512i a = r[i], b = r[i + size];
-            r[i] = _mm512_permutex2var_epi32(a, upper_index, b);
-            r[i + size] = _mm512_permutex2var_epi32(a, lower_index, b);
-        }
-    }
-    for (std::size_t i = 0; i < 16; ++i) rows[i] = r[i];
+    static_for<16>([&](auto i) { r[decltype(i)::value] = rows[decltype(i)::value]; });
+    swap_word_blocks<8>(r);
+    swap_word_blocks<4>(r);
+    swap_word_blocks<2>(r);
+    swap_word_blocks<1>(r);
+    static_for<16>([&](auto i) { rows[decltype(i)::value] = r[decltype(i)::value]; });
 }
 
 }  // namespace detail::simd::arch_ops
