@@ -128,15 +128,15 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
     const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
     const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
     constexpr Index slice_groups = blocking::template slice_groups<GroupSize>;
-    constexpr Index group_rows = GroupSize + 1;  // the group's codes, then its biases
     parallel_for(static_cast<std::size_t>(n_tiles * m_blocks), grain, [&](std::size_t begin, std::size_t end) {
         // Aligned, so that no vector load or store of the panel or the transposed words splits a cache line.
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
-            static_cast<std::size_t>(slice_groups * group_rows * blocking::NC));
+            static_cast<std::size_t>(panel_offset<Arch, GroupSize>(slice_groups, 0, 0, blocking::NC)));
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
             static_cast<std::size_t>(slice_groups * blocking::NC));
         std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(
-            static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC));
+            panel_transposes_words<GroupSize, Bits> ? static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC)
+                                                    : 0);
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
@@ -144,7 +144,6 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
             const Index panel_stride = (nc + NR - 1) / NR * NR;
             for (Index g0 = 0; g0 < groups; g0 += slice_groups) {
                 const Index slice = std::min(slice_groups, groups - g0);
-                const Index block_stride = slice * group_rows * NR;
                 build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0, nc, panel_stride, panel.data(), slice_scales.data(),
                                                    words_t.data());
                 // Columns outside, rows inside: one panel block (about KC x NR floats) stays in L1 while
@@ -152,7 +151,7 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                 for (Index j = 0; j < panel_stride; j += NR) {
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         blocking::template run<Rows, GroupSize>(
-                            panel.data() + j / NR * block_stride, slice, x + m * x_stride + g0 * GroupSize, x_stride,
+                            panel.data() + panel_offset<Arch, GroupSize>(slice, 0, 0, j), slice, x + m * x_stride + g0 * GroupSize, x_stride,
                             x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
                             std::min<Index>(NR, nc - j), g0 == 0);
                     };

@@ -5,7 +5,7 @@
 // a register block streams its block in order (no stride that maps its rows onto a few L1 sets):
 //
 //   block of columns j0 .. j0+NR-1: | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
-//   element (group i of the slice, row k <= G, column j) at
+//   element (group i of the slice, row k <= G, column j) at panel_offset(groups, i, k, j) =
 //       (j / NR) * block_stride + i * (G + 1) * NR + k * NR + j % NR,  block_stride = groups * (G + 1) * NR;
 //   columns nc .. are zero. s * q is rounded once to float (docs/numerics.md N10).
 #pragma once
@@ -30,27 +30,37 @@ namespace detail::kernels {
 
 using Index = Eigen::Index;
 
+/// Offset of element (group i of the slice, row k <= GroupSize, column j) in a panel of `groups` groups
+/// (the layout above); panel_offset(groups, 0, 0, j) for j a multiple of NR is the start of j's block.
+template <class Arch, int GroupSize>
+constexpr Index panel_offset(Index groups, Index i, Index k, Index j) noexcept {
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
+    return (j / NR) * (groups * (GroupSize + 1) * NR) + (i * (GroupSize + 1) + k) * NR + j % NR;
+}
+
+/// Whether build_panel uses its words_t scratch (the formats whose codes fill whole words).
+template <int GroupSize, int Bits>
+inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
+
 /// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc) into panel, the blocked layout above:
 /// per group GroupSize rows of fl(s * q), then the biases. j runs to panel_stride, a multiple of NR;
 /// columns nc .. are zero. Scratch: slice_scales, groups * panel_stride floats; words_t, groups *
-/// words_per_group * panel_stride words (Arch::alignment()-aligned). The codes are turned from rows of
+/// words_per_group * panel_stride words (Arch::alignment()-aligned) when panel_transposes_words, else unused. The codes are turned from rows of
 /// q into columns W x W words at a time (simd::transpose_words), with the next slice prefetched: this
 /// reading of W rows at once is about a third of the GEMM's time at M = 32 (benchmarks/README.md).
 template <class Arch, int GroupSize, int Bits>
 void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
                  Index panel_stride, float* panel, float* slice_scales, std::uint32_t* words_t) {
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
-    constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
-    const Index block_stride = groups * (GroupSize + 1) * NR;
-    auto at = [panel, block_stride](Index i, Index k, Index j) {
-        return panel + (j / NR) * block_stride + (i * (GroupSize + 1) + k) * NR + j % NR;
+    auto at = [panel, groups](Index i, Index k, Index j) {
+        return panel + panel_offset<Arch, GroupSize>(groups, i, k, j);
     };
     for (Index j = 0; j < panel_stride; ++j)
         for (Index i = 0; i < groups; ++i) {
             slice_scales[i * panel_stride + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
             *at(i, GroupSize, j) = j < nc ? q.biases(n0 + j, g0 + i) : 0.0f;
         }
-    if constexpr (MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
+    if constexpr (panel_transposes_words<GroupSize, Bits>) {
         // words_t[w * panel_stride + j] = word w of the slice in column j: squares of W columns x W words
         // through simd::transpose_words, the rest (column and word tails, zero columns) word by word.
         using ubatch = xsimd::batch<std::uint32_t, Arch>;
