@@ -5,6 +5,7 @@
 #include <memory>
 
 #include <lowbit/lowbit.hpp>
+#include <lowbit/ptq.hpp>
 
 #include "harness.hpp"
 

@@ -3,7 +3,9 @@
 // The one header users include. Quantization-aware training (qat.hpp): FakeQuantize, the STE functions,
 // the BitNet b1.58 quantizers, GroupFakeQuantize. Inference (inference.hpp): QuantizedMatrix /
 // QuantizedLinear in MLX's packed format. A program that uses only one side may include that header
-// instead and parse less. Checkpoint IO is opt-in: <lowbit/io.hpp>.
+// instead and parse less. Opt-in, because a program calls them in one place and they take seconds to
+// parse in every translation unit: post-training quantization, <lowbit/ptq.hpp>, and checkpoint IO,
+// <lowbit/io.hpp>.
 #pragma once
 
 #include <unsupported/Eigen/CXX11/Tensor>

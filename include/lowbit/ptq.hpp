@@ -1,7 +1,8 @@
 // Post-training quantization beyond MLX's round-to-nearest (docs/numerics.md, semantics A13). Every
 // method returns an ordinary MLX-format QuantizedMatrix (same packing, w = s * q + b, loadable by MLX);
 // only the choice of codes, scales and biases differs. quantize (quantized_matrix.hpp) stays the
-// bit-exact default.
+// bit-exact default. Opt-in: <lowbit/lowbit.hpp> does not include it (it is a preparation step that a
+// program calls in one place, and its Eigen factorizations take seconds to parse in every translation unit).
 //
 //   clip_search  ptq/clip_search.hpp     per-group range search, squared error (optionally per-channel weighted)
 //   hqq          ptq/hqq.hpp             half-quadratic bias optimisation, lp error (p < 1), no data

@@ -22,7 +22,7 @@
 
 #include "../any_quantized_linear.hpp"
 #include "../detail/config.hpp"
-#include "../ptq/bit_allocation.hpp"
+#include "../ptq/allocation.hpp"
 #include "../quantized_linear.hpp"
 #include "detail/bytes.hpp"
 #include "dtype.hpp"

@@ -9,7 +9,7 @@
 // candidate, then repeatedly take the upgrade with the largest error decrease per extra bit that still
 // fits (the Lagrangian choice at the budget), then fill what is left with the single changes (any
 // candidate) that lower the error most. Each result is an ordinary
-// AnyQuantizedLinear; `choices` holds what MLX's config.json needs as per-layer "quantization" overrides
+// AnyQuantizedLinear (the types it takes and returns: ptq/allocation.hpp); `choices` holds what MLX's config.json needs as per-layer "quantization" overrides
 // ({"group_size": g, "bits": b} under the layer's name; io/mlx_checkpoint.hpp reads them).
 #pragma once
 
@@ -28,6 +28,7 @@
 #include <Eigen/Core>
 
 #include "../any_quantized_linear.hpp"
+#include "allocation.hpp"
 #include "../formats/mlx_affine.hpp"
 #include "../quantized_linear.hpp"
 #include "clip_search.hpp"
@@ -36,30 +37,6 @@
 #include "options.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
-
-/// One layer to allocate: its name (the checkpoint prefix), float layer and calibration inputs
-/// [samples, in] (what the layer sees).
-struct CalibratedLayer {
-    std::string name;
-    Linear linear;
-    RowMatrixXf inputs;
-};
-
-/// The format chosen for one layer.
-struct LayerChoice {
-    std::string name;
-    int bits = 4;
-    int group_size = 64;
-    double bits_per_weight = 0;  ///< bits + 2 * scale_bits / group_size
-    double output_error = 0;     ///< ||X W^T - X W_hat^T||^2 / samples with this format
-};
-
-struct BitAllocation {
-    std::vector<AnyQuantizedLinear> layers;  ///< in the order given
-    std::vector<LayerChoice> choices;        ///< same order
-    double bits_per_weight = 0;              ///< the achieved average, <= the target
-    double output_error = 0;                 ///< sum of the layers' output errors
-};
 
 namespace detail::ptq {
 
@@ -92,7 +69,7 @@ typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& we
 /// [cheapest, most expensive] average bits per weight of the candidates (naming the target and the range).
 ///
 /// A template only so that its body, which quantizes with every method in all 18 formats, is compiled in
-/// the translation units that call it, not in every one that includes inference.hpp; Layers is always
+/// the translation units that call it, not in every one that includes ptq.hpp; Layers is always
 /// std::vector<CalibratedLayer> (a braced list converts to it).
 template <class Layers = std::vector<CalibratedLayer>>
     requires std::same_as<Layers, std::vector<CalibratedLayer>>
