@@ -4,13 +4,14 @@
 //   AnyQuantizedLinear = std::variant< QuantizedLinear<32, 2>, QuantizedLinear<32, 3>, ..., QuantizedLinear<128, 8> >
 //                                      GroupSize {32, 64, 128} x Bits {2, 3, 4, 5, 6, 8}: 18 alternatives
 //
-// Every alternative is compiled into a translation unit that calls forward(), so prefer the typed
-// QuantizedLinear when the format is known when compiling.
+// Every alternative is compiled into a translation unit that calls forward(), from_linear() or
+// dequantize(), so prefer the typed QuantizedLinear when the format is known when compiling.
 #pragma once
 
 #include "detail/config.hpp"
 #include "quantized_linear.hpp"
 
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
@@ -82,8 +83,12 @@ public:
     AnyQuantizedLinear(QuantizedLinear<GroupSize, Bits> layer) : layer_(std::move(layer)) {}  // NOLINT: implicit on purpose
 
     /// Quantizes linear.weight with group_size and bits (MLX's from_linear). Throws std::invalid_argument
-    /// for an unsupported pair or a weight QuantizedLinear::from_linear refuses.
-    static AnyQuantizedLinear from_linear(const Linear& linear, int group_size, int bits) {
+    /// for an unsupported pair or a weight QuantizedLinear::from_linear refuses. A template (LinearLayer
+    /// is always Linear) only so that the 18 formats' quantizers are compiled where it is called, not in
+    /// every translation unit that includes this header.
+    template <class LinearLayer = Linear>
+        requires std::same_as<LinearLayer, Linear>
+    static AnyQuantizedLinear from_linear(const LinearLayer& linear, int group_size, int bits) {
         return dispatch_quantization(group_size, bits, [&]<class Layer>(std::type_identity<Layer>) {
             return AnyQuantizedLinear(Layer::from_linear(linear));
         });
@@ -114,8 +119,11 @@ public:
         return std::visit([&](const auto& layer) { return layer.forward(x, activations); }, layer_);
     }
 
-    /// The float weight [out, in] the codes stand for.
-    RowMatrixXf dequantize() const {
+    /// The float weight [out, in] the codes stand for. A template (Matrix is always RowMatrixXf) for the
+    /// reason from_linear is.
+    template <class Matrix = RowMatrixXf>
+        requires std::same_as<Matrix, RowMatrixXf>
+    Matrix dequantize() const {
         return std::visit([](const auto& layer) { return layer.dequantize(); }, layer_);
     }
 
