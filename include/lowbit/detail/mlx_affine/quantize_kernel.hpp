@@ -2,17 +2,20 @@
 // xsimd, bit for bit equal to reference::quantize_group on every group: the extremes by lane-wise
 // min / max (the values are finite, so the order and the sign of zero extremes cannot change s or b:
 // s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the scale and bias by
-// the scalar group_scale_bias itself, RNE by simd::nearbyint, the clamp by simd::max / min, and one byte
+// group_scale_bias's operations on W groups at once (group_scale_bias_lanes), RNE by simd::nearbyint, the clamp by simd::max / min, and one byte
 // per code (simd::store_bytes).
 // The quotient a / s (a = fl(w - b), as the reference) is first taken as y = fl(a * fl(1 / s)), without
 // the vector division. With u = 2^-24 and 1 / s a normal float, |y - a / s| <= (2u + u^2) |a / s| and
 // |fl(a / s) - a / s| <= u |a / s|, so |y - fl(a / s)| < 3.0001 u |y|. Unless y lies within that of a
-// half-integer, y and the reference's fl(a / s) round to the same integer. A group with any lane within
-// reciprocal_tie_margin * |y| (8u |y|, or not finite) of a half-integer is coded again by the true
-// division, as is every group whose 1 / s is not a normal float; exact ties always are.
+// half-integer, y and the reference's fl(a / s) round to the same integer. A lane with |y| > 2^Bits
+// is clamped to the same code whichever way it rounds, so only |y| <= 2^Bits matters, where that
+// distance is below reciprocal_tie_margin * 2^Bits (8u 2^Bits, a constant: one compare per vector
+// instead of a product and a compare). A group with any lane within it of a half-integer (or not
+// finite) is coded again by the true division, as is every group whose 1 / s is not a normal float;
+// exact ties always are.
 // Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
-// scales and biases (three dependent scalar divisions each, independent across groups, so they overlap),
-// then their codes; one group at a time, the scalar chain would stall the vector work behind it.
+// scales, biases and reciprocals W groups per vector (four vector divisions where one group at a time
+// took four dependent scalar ones per group), then their codes.
 // Non-finite values are detected in the first pass (x * 0 is NaN exactly for NaN and +-Inf) and the row
 // is then left to the caller (false returned), which finds and reports the element.
 #pragma once
@@ -24,7 +27,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <tuple>
 #include <utility>
 
 #include <xsimd/xsimd.hpp>
@@ -45,7 +47,8 @@ inline constexpr std::size_t cache_line_floats = 16;
 /// of 8 alternating runs, 1 thread, 2026-12-01; benchmarks/README.md).
 inline constexpr std::size_t quantize_prefetch_blocks = 4;
 /// A reciprocal quotient y this close to a half-integer, relative to |y|, may round otherwise than the true
-/// quotient (the bound above is 3.0001 * 2^-24); its group is coded by division.
+/// quotient (the bound above is 3.0001 * 2^-24); its group is coded by division. Applied as the absolute
+/// margin for |y| = 2^Bits (above).
 inline constexpr float reciprocal_tie_margin = 0x1p-21f;
 
 /// Lane-wise min and max of Count values (Count a multiple of the float lanes) and their poison, the
@@ -72,6 +75,26 @@ LOWBIT_ALWAYS_INLINE inline LaneExtremes<Arch> lane_extremes(const float* values
     return e;
 }
 
+/// group_scale_bias (quantize.hpp) on W groups at once, operation for operation (IEEE division, RNE,
+/// the same selections), so every lane has the scalar rule's bits; also 1 / scale.
+template <class Arch, int Bits>
+LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const float* w_min, const float* w_max, float* scales,
+                                                        float* biases, float* inverses) noexcept {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch low = fbatch::load_unaligned(w_min), high = fbatch::load_unaligned(w_max);
+    const fbatch zero(0.0f), one(1.0f);
+    const auto min_is_edge = xsimd::abs(low) > xsimd::abs(high);
+    const fbatch range_scale = simd::max((high - low) / fbatch(static_cast<float>((1 << Bits) - 1)), fbatch(1e-7f));
+    const fbatch scale = xsimd::select(min_is_edge, range_scale, -range_scale);
+    const fbatch edge = xsimd::select(min_is_edge, low, high);
+    const fbatch q0 = simd::nearbyint(edge / scale);
+    const auto q0_nonzero = q0 != zero;
+    const fbatch final_scale = xsimd::select(q0_nonzero, edge / xsimd::select(q0_nonzero, q0, one), scale);
+    final_scale.store_unaligned(scales);
+    xsimd::select(q0_nonzero, edge, zero).store_unaligned(biases);
+    (one / final_scale).store_unaligned(inverses);
+}
+
 /// codes[i] (one byte, < 2^Bits) for the groups * GroupSize values of a row; scales[g] and biases[g]
 /// for each group. Returns false, with the outputs unspecified, when a value is NaN or infinite.
 template <class Arch, int GroupSize, int Bits>
@@ -82,8 +105,11 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
     static_assert(GroupSize % W == 0, "quantize_row_f32: GroupSize must be a multiple of the float lanes");
     static_assert(fbatch::size == ibatch::size, "quantize_row_f32: int32 and float lanes must pair up");
     constexpr int steps = GroupSize / W;
-    const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1)), half(0.5f), margin(reciprocal_tie_margin);
-    std::array<float, quantize_block_groups> lows{}, highs{};
+    const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1));
+    // |y - RNE(y)| below this is far enough from a half-integer for every |y| <= 2^Bits (exact in float).
+    const fbatch safe_distance(0.5f - reciprocal_tie_margin * static_cast<float>(1 << Bits));
+    static_assert(quantize_block_groups % W == 0, "quantize_row_f32: a block must be whole vectors of groups");
+    std::array<float, quantize_block_groups> lows{}, highs{}, block_scales{}, block_biases{}, inverses{};
     for (std::size_t first = 0; first < groups; first += quantize_block_groups) {
         const std::size_t count = std::min(quantize_block_groups, groups - first);
         fbatch poison = zero;
@@ -94,8 +120,10 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             highs[g] = simd::reduce_max(group.high);
         }
         if (!(simd::reduce_add(poison) == 0.0f)) return false;
-        for (std::size_t g = 0; g < count; ++g)
-            std::tie(scales[first + g], biases[first + g]) = group_scale_bias<Bits>(lows[g], highs[g]);
+        for (std::size_t g = 0; g < count; g += W)
+            group_scale_bias_lanes<Arch, Bits>(&lows[g], &highs[g], &block_scales[g], &block_biases[g], &inverses[g]);
+        std::copy_n(block_scales.begin(), count, scales + first);
+        std::copy_n(block_biases.begin(), count, biases + first);
         for (std::size_t g = 0; g < count; ++g) {
             const std::size_t offset = (first + g) * GroupSize;
             // The same group quantize_prefetch_blocks blocks on, into L2 while this one is coded: the
@@ -109,7 +137,7 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
                 const fbatch code = simd::min(top, simd::max(zero, rounded));
                 simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
             };
-            const float inverse = 1.0f / scales[first + g];
+            const float inverse = inverses[g];
             const fbatch bias(biases[first + g]);
             bool coded = false;  // by the reciprocal, to the codes the division gives
             if (std::isnormal(inverse)) {
@@ -120,7 +148,7 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
                     const fbatch quotient = (fbatch::load_unaligned(values + offset + i * W) - bias) * reciprocal;
                     const fbatch rounded = simd::nearbyint(quotient);
                     // NaN (from an infinite quotient) compares false: counted as near a tie.
-                    near_tie = near_tie | !(half - xsimd::abs(quotient - rounded) > xsimd::abs(quotient) * margin);
+                    near_tie = near_tie | !(xsimd::abs(quotient - rounded) < safe_distance);
                     store_codes(i, rounded);
                 });
                 coded = !xsimd::any(near_tie);
