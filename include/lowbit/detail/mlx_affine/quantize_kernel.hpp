@@ -2,17 +2,17 @@
 // xsimd, bit for bit equal to reference::quantize_group on every group: the extremes by lane-wise
 // min / max (the values are finite, so the order and the sign of zero extremes cannot change s or b:
 // s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the scale and bias by
-// group_scale_bias's operations on W groups at once (group_scale_bias_lanes), RNE by simd::nearbyint, the clamp by simd::max / min, and one byte
-// per code (simd::store_bytes).
+// group_scale_bias's operations on W groups at once (group_scale_bias_lanes), RNE by simd::nearbyint,
+// the clamp by simd::max / min, and one byte per code (simd::store_bytes).
 // The quotient a / s (a = fl(w - b), as the reference) is first taken as y = fl(a * fl(1 / s)), without
 // the vector division. With u = 2^-24 and 1 / s a normal float, |y - a / s| <= (2u + u^2) |a / s| and
 // |fl(a / s) - a / s| <= u |a / s|, so |y - fl(a / s)| < 3.0001 u |y|. Unless y lies within that of a
 // half-integer, y and the reference's fl(a / s) round to the same integer. A lane with |y| > 2^Bits
-// is clamped to the same code whichever way it rounds, so only |y| <= 2^Bits matters, where that
-// distance is below reciprocal_tie_margin * 2^Bits (8u 2^Bits, a constant: one compare per vector
-// instead of a product and a compare). A group with any lane within it of a half-integer (or not
-// finite) is coded again by the true division, as is every group whose 1 / s is not a normal float;
-// exact ties always are.
+// has |fl(a / s)| > 2^Bits (1 - 3.0001u) > n + 1/2 too, so both clamp to the same code; only |y| <=
+// 2^Bits matters, where that distance is below reciprocal_tie_margin * 2^Bits (8u 2^Bits, a constant:
+// one compare per vector instead of a product and a compare). A group with any lane within it of a
+// half-integer (or not finite) is coded again by the true division, as is every group whose 1 / s is
+// not a normal float; exact ties always are.
 // Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
 // scales, biases and reciprocals W groups per vector (four vector divisions where one group at a time
 // took four dependent scalar ones per group), then their codes.
