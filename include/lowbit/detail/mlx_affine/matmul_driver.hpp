@@ -135,8 +135,9 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
             static_cast<std::size_t>(slice_groups * blocking::NC));
         std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(
-            panel_transposes_words<GroupSize, Bits> ? static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC)
-                                                    : 0);
+            panel_transposes_words<GroupSize, Bits>
+                ? static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC)
+                : 0);
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
@@ -149,9 +150,10 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                 // Columns outside, rows inside: one panel block (about KC x NR floats) stays in L1 while
                 // the tile's rows pass over it.
                 for (Index j = 0; j < panel_stride; j += NR) {
+                    const float* panel_block = panel.data() + panel_offset<Arch, GroupSize>(slice, 0, 0, j);
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         blocking::template run<Rows, GroupSize>(
-                            panel.data() + panel_offset<Arch, GroupSize>(slice, 0, 0, j), slice, x + m * x_stride + g0 * GroupSize, x_stride,
+                            panel_block, slice, x + m * x_stride + g0 * GroupSize, x_stride,
                             x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
                             std::min<Index>(NR, nc - j), g0 == 0);
                     };

@@ -45,9 +45,10 @@ inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes
 /// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc) into panel, the blocked layout above:
 /// per group GroupSize rows of fl(s * q), then the biases. j runs to panel_stride, a multiple of NR;
 /// columns nc .. are zero. Scratch: slice_scales, groups * panel_stride floats; words_t, groups *
-/// words_per_group * panel_stride words (Arch::alignment()-aligned) when panel_transposes_words, else unused. The codes are turned from rows of
-/// q into columns W x W words at a time (simd::transpose_words), with the next slice prefetched: this
-/// reading of W rows at once is about a third of the GEMM's time at M = 32 (benchmarks/README.md).
+/// words_per_group * panel_stride words (Arch::alignment()-aligned) when panel_transposes_words, else
+/// unused. The codes are turned from rows of q into columns W x W words at a time
+/// (simd::transpose_words), with the next slice prefetched: this reading of W rows at once is about a
+/// third of the GEMM's time at M = 32 (benchmarks/README.md).
 template <class Arch, int GroupSize, int Bits>
 void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
                  Index panel_stride, float* panel, float* slice_scales, std::uint32_t* words_t) {
