@@ -85,8 +85,9 @@ TEMPLATE_LIST_TEST_CASE("quantize_row kernel equals the scalar MLX rule", "[quan
         check_row<G, B>(values);
     }
     // Groups of huge range (1 / s near or below the smallest normal float, or a range that overflows to
-    // an infinite s) and of tiny range (a large 1 / s): the kernel codes some of them by the division.
-    for (float magnitude : {1e38f, 1.7e38f, 3e38f, 1e-30f, 1e-38f}) {
+    // an infinite s) and of tiny range (a large 1 / s; below 1e-7 * n the scale is clamped, q0 is 0 and
+    // the quotients reach -1/2): the kernel codes some of them by the division.
+    for (float magnitude : {1e38f, 1.7e38f, 3e38f, 1e-30f, 1e-38f, 5e-8f, 4.9e-8f, 5.1e-8f}) {
         std::vector<float> values(G);
         for (int i = 0; i < G; ++i)
             values[static_cast<std::size_t>(i)] = magnitude * (static_cast<float>((i * 13) % 17) / 8.0f - 1.0f);

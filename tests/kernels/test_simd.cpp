@@ -42,6 +42,83 @@ TEST_CASE("simd reductions equal the scalar loop", "[simd]") {
     }
 }
 
+TEST_CASE("simd::reduce_min_each and reduce_max_each put row r's extreme in lane r", "[simd]") {
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(3);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> values = lowbit::test::uniform_floats(rng, lanes * lanes, -1000.0f, 1000.0f);
+        // Trial 0 and 1 put row r's extremes in lane r and in lane lanes - 1 - r: every lane position feeds
+        // every result lane.
+        if (trial < 2) {
+            for (std::size_t r = 0; r < lanes; ++r) {
+                const std::size_t at = trial == 0 ? r : lanes - 1 - r;
+                values[r * lanes + at] = -2000.0f - static_cast<float>(r);
+                values[r * lanes + (at + 1) % lanes] = 2000.0f + static_cast<float>(r);
+            }
+        }
+        std::array<batch, lanes> rows;
+        for (std::size_t r = 0; r < lanes; ++r) rows[r] = batch::load_unaligned(values.data() + r * lanes);
+        std::array<float, 64> smallest{}, largest{};
+        simd::reduce_min_each(rows.data()).store_unaligned(smallest.data());
+        simd::reduce_max_each(rows.data()).store_unaligned(largest.data());
+        for (std::size_t r = 0; r < lanes; ++r) {
+            INFO("trial " << trial << ", row " << r);
+            const auto row = values.begin() + static_cast<std::ptrdiff_t>(r * lanes);
+            CHECK(smallest[r] == *std::min_element(row, row + lanes));
+            CHECK(largest[r] == *std::max_element(row, row + lanes));
+        }
+    }
+}
+
+TEST_CASE("simd::round_residual, nearbyint_to_int and max_magnitude equal std::nearbyint and std::abs", "[simd]") {
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(4);
+    // Exact ties (to even both ways), integers, values an ulp beside a tie, signed zeros and values where
+    // every float is an integer, then random ones.
+    std::vector<float> special{0.5f,  -0.5f, 1.5f,       -1.5f,       2.5f,   -2.5f, 0.0f,  -0.0f,  3.0f,   -7.0f,
+                               16.5f, 15.5f, 8388607.5f, -8388607.5f, 1.6e7f, -3e9f, 0.25f, -0.75f, 1e-30f, -1e-30f};
+    special.push_back(std::nextafter(0.5f, 1.0f));
+    special.push_back(std::nextafter(0.5f, 0.0f));
+    special.push_back(std::nextafter(-14.5f, 0.0f));
+    std::vector<float> values = lowbit::test::uniform_floats(rng, 64 * lanes, -300.0f, 300.0f);
+    std::copy(special.begin(), special.end(), values.begin());
+    const std::vector<float> others = lowbit::test::uniform_floats(rng, values.size(), -300.0f, 300.0f);
+    for (std::size_t at = 0; at + lanes <= values.size(); at += lanes) {
+        const batch loaded = batch::load_unaligned(values.data() + at);
+        std::array<float, 64> residual{}, magnitude{};
+        std::array<std::int32_t, 64> rounded{};
+        simd::round_residual(loaded).store_unaligned(residual.data());
+        simd::max_magnitude(loaded, batch::load_unaligned(others.data() + at)).store_unaligned(magnitude.data());
+        simd::nearbyint_to_int(loaded).store_unaligned(rounded.data());  // unspecified beyond int32: not checked
+        for (std::size_t i = 0; i < lanes; ++i) {
+            const float value = values[at + i];
+            INFO("value " << value);
+            CHECK(residual[i] == value - std::nearbyint(value));  // exact in float
+            CHECK(magnitude[i] == std::max(std::abs(value), std::abs(others[at + i])));
+            CHECK_FALSE(std::signbit(magnitude[i]));
+            if (std::abs(value) < 2e9f) CHECK(rounded[i] == static_cast<std::int32_t>(std::nearbyint(value)));
+        }
+    }
+}
+
+TEST_CASE("simd::store_nibbles packs lanes 2i and 2i + 1 into byte i", "[simd]") {
+    using ibatch = simd::batch<std::int32_t>;
+    constexpr std::size_t lanes = ibatch::size;
+    auto rng = lowbit::test::make_rng(5);
+    std::uniform_int_distribution<int> nibble(0, 15);
+    for (int trial = 0; trial < 100; ++trial) {
+        std::array<std::int32_t, 64> codes{};
+        for (std::size_t i = 0; i < lanes; ++i)
+            codes[i] = trial == 0 ? 15 : trial == 1 ? static_cast<int>(i % 16) : nibble(rng);
+        std::vector<std::uint8_t> bytes(lanes / 2 + 8, 0xCD);
+        simd::store_nibbles(ibatch::load_unaligned(codes.data()), bytes.data() + 4);
+        for (std::size_t i = 0; i < lanes / 2; ++i) CHECK(bytes[4 + i] == (codes[2 * i] | codes[2 * i + 1] << 4));
+        for (std::size_t i : {std::size_t{0}, std::size_t{3}, lanes / 2 + 4, lanes / 2 + 7}) CHECK(bytes[i] == 0xCD);
+    }
+}
+
 TEST_CASE("simd::bit_cast reinterprets lanes without changing bits", "[simd]") {
     using float_batch = simd::batch<float>;
     constexpr std::size_t lanes = float_batch::size;

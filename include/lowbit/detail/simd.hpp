@@ -76,6 +76,19 @@ inline T reduce_min(const xsimd::batch<T, Arch>& values) noexcept {
     return arch_ops::reduce_min(values, Arch{});
 }
 
+/// Lane r of the result: reduce_min of rows[r], for the `width<float, Arch>` rows from `rows` (same caveats;
+/// on AVX-512 a tree of lane permutes over all rows instead of one reduction per row).
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows) noexcept {
+    return arch_ops::reduce_min_each(rows, Arch{});
+}
+
+/// Lane r of the result: reduce_max of rows[r] (as reduce_min_each).
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_max_each(const xsimd::batch<float, Arch>* rows) noexcept {
+    return arch_ops::reduce_max_each(rows, Arch{});
+}
+
 /// Reinterprets the bits of a batch as another element type of the same width
 /// (xsimd 8 takes the target batch type, xsimd 9+ the target element type).
 template <class To, class From, class Arch>
@@ -95,6 +108,27 @@ inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) 
 template <class Arch>
 inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& values) noexcept {
     return arch_ops::nearbyint(values, Arch{});
+}
+
+/// nearbyint(values) as int32 lanes (ties to even whatever the FP environment's mode; one instruction on
+/// AVX-512). Lanes outside the int32 range give unspecified values.
+template <class Arch>
+inline xsimd::batch<std::int32_t, Arch> nearbyint_to_int(const xsimd::batch<float, Arch>& values) noexcept {
+    return arch_ops::nearbyint_to_int(values, Arch{});
+}
+
+/// values - nearbyint(values), lane by lane: the signed distance to the nearest integer (ties to even),
+/// exact, in [-0.5, 0.5] (one instruction on AVX-512DQ). Lanes must be finite.
+template <class Arch>
+inline xsimd::batch<float, Arch> round_residual(const xsimd::batch<float, Arch>& values) noexcept {
+    return arch_ops::round_residual(values, Arch{});
+}
+
+/// max(|first|, |second|), lane by lane (one instruction on AVX-512DQ). Lanes must not be NaN.
+template <class Arch>
+inline xsimd::batch<float, Arch> max_magnitude(const xsimd::batch<float, Arch>& first,
+                                               const xsimd::batch<float, Arch>& second) noexcept {
+    return arch_ops::max_magnitude(first, second, Arch{});
 }
 
 /// Whether the instruction set this translation unit targets has a fused multiply-add (x86 FMA3 or
@@ -159,6 +193,13 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uin
 template <class Arch>
 inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int8_t* bytes) noexcept {
     arch_ops::store_bytes(values, bytes, Arch{});
+}
+
+/// Stores the lanes, each in [0, 15], two to a byte: byte i = lane 2i | lane 2i+1 << 4 (the MLX 4-bit
+/// stream order on a little-endian host); width / 2 bytes. Lanes outside the range give unspecified bytes.
+template <class Arch>
+inline void store_nibbles(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes) noexcept {
+    arch_ops::store_nibbles(values, bytes, Arch{});
 }
 
 /// Orders earlier streaming stores before later stores (sfence on x86; nothing elsewhere).

@@ -88,6 +88,25 @@ inline xsimd::batch<float, Arch> min(const xsimd::batch<float, Arch>& first, con
     return xsimd::min(first, second);
 }
 
+template <class Arch>
+inline xsimd::batch<std::int32_t, Arch> nearbyint_to_int(const xsimd::batch<float, Arch>& values,
+                                                         const xsimd::generic&) noexcept {
+    return xsimd::batch_cast<std::int32_t>(xsimd::nearbyint(values));
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> round_residual(const xsimd::batch<float, Arch>& values,
+                                                const xsimd::generic&) noexcept {
+    return values - xsimd::nearbyint(values);
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> max_magnitude(const xsimd::batch<float, Arch>& first,
+                                               const xsimd::batch<float, Arch>& second,
+                                               const xsimd::generic&) noexcept {
+    return xsimd::max(xsimd::abs(first), xsimd::abs(second));
+}
+
 /// No streaming store: an aligned store.
 template <class Arch>
 inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>& values, const xsimd::generic&) noexcept {
@@ -103,6 +122,36 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, Byte* by
     alignas(64) std::int32_t words[lanes];
     values.store_aligned(words);
     for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<Byte>(words[i]);
+}
+
+/// Lane r: the smallest / largest lane of rows[r] (of W rows), one row at a time through memory.
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::generic&) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<float, Arch>::size;
+    alignas(64) float each[lanes];
+    for (std::size_t r = 0; r < lanes; ++r) each[r] = reduce_min(rows[r], Arch{});
+    return xsimd::batch<float, Arch>::load_aligned(each);
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_max_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::generic&) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<float, Arch>::size;
+    alignas(64) float each[lanes];
+    for (std::size_t r = 0; r < lanes; ++r) each[r] = reduce_max(rows[r], Arch{});
+    return xsimd::batch<float, Arch>::load_aligned(each);
+}
+
+/// Lanes 2i and 2i + 1 (each in [0, 15]) as the low and high nibble of byte i, through memory.
+template <class Arch>
+inline void store_nibbles(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
+                          const xsimd::generic&) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<std::int32_t, Arch>::size;
+    alignas(64) std::int32_t codes[lanes];
+    values.store_aligned(codes);
+    for (std::size_t i = 0; i < lanes / 2; ++i)
+        bytes[i] = static_cast<std::uint8_t>(codes[2 * i] | codes[2 * i + 1] << 4);
 }
 
 /// Transposes a square of words in place (rows[r] lane c <-> rows[c] lane r), through memory.

@@ -100,6 +100,14 @@ inline void store_stream(float* aligned_address, const xsimd::batch<float, Arch>
     _mm512_stream_ps(aligned_address, values);
 }
 
+/// vcvtps2dq with the rounding in the instruction (round to nearest even, no exceptions), not MXCSR's.
+template <class Arch>
+inline xsimd::batch<std::int32_t, Arch> nearbyint_to_int(const xsimd::batch<float, Arch>& values,
+                                                         const xsimd::avx512f&) noexcept {
+    return _mm512_mask_cvt_roundps_epi32(_mm512_castps_si512(values), static_cast<__mmask16>(0xFFFF), values,
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 /// vpmovdb straight to memory (the masked store form, for the warning above); lanes in [0, 255].
 template <class Arch>
 inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
@@ -114,24 +122,32 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, std::int
     _mm512_mask_cvtepi32_storeu_epi8(bytes, static_cast<__mmask16>(0xFFFF), values);
 }
 
+/// The lane indices of one level of the 16 x 16 square operations below, for rows a and b (b's lanes are
+/// 16 + c in vpermt2d / vpermt2ps). Lanes c with (c & Size) == 0 take a[c] in `upper` and a[c + Size] in
+/// `lower`; the others take b[c - Size] in `upper` and b[c] in `lower`.
+template <int Size>
+struct BlockSwapLanes {
+    alignas(64) std::int32_t upper[16], lower[16];
+};
+
+template <int Size>
+inline constexpr BlockSwapLanes<Size> block_swap_lanes = [] {
+    BlockSwapLanes<Size> made{};
+    for (int c = 0; c < 16; ++c) {
+        made.upper[c] = (c & Size) ? 16 + c - Size : c;
+        made.lower[c] = (c & Size) ? 16 + c : c + Size;
+    }
+    return made;
+}();
+
 /// One level of the 16 x 16 transpose: rows r and r + Size (r & Size == 0) swap their off-diagonal
 /// blocks of Size words. Row r keeps its lanes c with (c & Size) == 0 and takes lane c - Size of row
-/// r + Size in the others; row r + Size takes lane c + Size of row r in the first and keeps its own in
-/// the others. The lane indices are constants and the rows stay in registers (unrolled).
+/// r + Size in the others (block_swap_lanes' upper); row r + Size takes lane c + Size of row r in the
+/// first and keeps its own in the others (lower). The rows stay in registers (unrolled).
 template <int Size>
 LOWBIT_ALWAYS_INLINE inline void swap_word_blocks(__m512i (&rows)[16]) noexcept {
-    struct Lanes {
-        alignas(64) std::int32_t upper[16], lower[16];
-    };
-    static constexpr Lanes lanes = [] {
-        Lanes made{};
-        for (int c = 0; c < 16; ++c) {
-            made.upper[c] = (c & Size) ? 16 + c - Size : c;
-            made.lower[c] = (c & Size) ? 16 + c : c + Size;
-        }
-        return made;
-    }();
-    const __m512i upper = _mm512_load_si512(lanes.upper), lower = _mm512_load_si512(lanes.lower);
+    const __m512i upper = _mm512_load_si512(block_swap_lanes<Size>.upper);
+    const __m512i lower = _mm512_load_si512(block_swap_lanes<Size>.lower);
     static_for<8>([&](auto pair) {
         constexpr int i = decltype(pair)::value / Size * 2 * Size + decltype(pair)::value % Size;
         const __m512i a = rows[i], b = rows[i + Size];
@@ -151,6 +167,74 @@ inline void transpose_words(std::array<xsimd::batch<std::uint32_t, Arch>, 16>& r
     swap_word_blocks<1>(r);
     static_for<16>([&](auto i) { rows[decltype(i)::value] = r[decltype(i)::value]; });
 }
+
+/// One level of the 16-row fold: rows i and i + Size (i < Size) become row i, whose lanes c with
+/// (c & Size) == 0 hold combine(a[c], a[c + Size]) and the others combine(b[c - Size], b[c]).
+template <int Size, class Combine>
+LOWBIT_ALWAYS_INLINE inline void fold_row_pairs(__m512 (&rows)[16], Combine combine) noexcept {
+    const __m512i upper = _mm512_load_si512(block_swap_lanes<Size>.upper);
+    const __m512i lower = _mm512_load_si512(block_swap_lanes<Size>.lower);
+    static_for<Size>([&](auto pair) {
+        constexpr int i = decltype(pair)::value;
+        rows[i] = combine(_mm512_permutex2var_ps(rows[i], upper, rows[i + Size]),
+                          _mm512_permutex2var_ps(rows[i], lower, rows[i + Size]));
+    });
+}
+
+/// Lane r: rows[r] folded over its 16 lanes, in four levels of fold_row_pairs (Size 8, 4, 2, 1; after
+/// them lane c holds row c): 30 vpermt2ps and 15 combines for the 16 rows.
+template <class Arch, class Combine>
+LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> fold_each_row(const xsimd::batch<float, Arch>* rows,
+                                                                    Combine combine) noexcept {
+    __m512 r[16];
+    static_for<16>([&](auto i) { r[decltype(i)::value] = rows[decltype(i)::value]; });
+    fold_row_pairs<8>(r, combine);
+    fold_row_pairs<4>(r, combine);
+    fold_row_pairs<2>(r, combine);
+    fold_row_pairs<1>(r, combine);
+    return r[0];
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::avx512f&) noexcept {
+    return fold_each_row(
+        rows, [](__m512 a, __m512 b) { return _mm512_mask_min_ps(a, static_cast<__mmask16>(0xFFFF), a, b); });
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_max_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::avx512f&) noexcept {
+    return fold_each_row(
+        rows, [](__m512 a, __m512 b) { return _mm512_mask_max_ps(a, static_cast<__mmask16>(0xFFFF), a, b); });
+}
+
+/// Each qword's two lanes merged into its low byte (c0 | c1 << 4: a 28-bit shift brings c1 from bit 32
+/// to bit 4), then vpmovqb straight to memory (masked form, for the warning above).
+template <class Arch>
+inline void store_nibbles(const xsimd::batch<std::int32_t, Arch>& values, std::uint8_t* bytes,
+                          const xsimd::avx512f&) noexcept {
+    const __m512i pairs = _mm512_or_si512(values, _mm512_maskz_srli_epi64(static_cast<__mmask8>(0xFF), values, 28));
+    _mm512_mask_cvtepi64_storeu_epi8(bytes, static_cast<__mmask8>(0xFF), pairs);
+}
+
+#if defined(__AVX512DQ__)
+/// vreduceps with zero fraction bits and round-to-nearest-even: y - RNE(y) in one instruction.
+template <class Arch>
+inline xsimd::batch<float, Arch> round_residual(const xsimd::batch<float, Arch>& values,
+                                                const xsimd::avx512dq&) noexcept {
+    return _mm512_mask_reduce_ps(values, static_cast<__mmask16>(0xFFFF), values,
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/// vrangeps selecting the larger magnitude (imm bits 1:0 = 11) with the sign cleared (bits 3:2 = 10).
+template <class Arch>
+inline xsimd::batch<float, Arch> max_magnitude(const xsimd::batch<float, Arch>& first,
+                                               const xsimd::batch<float, Arch>& second,
+                                               const xsimd::avx512dq&) noexcept {
+    return _mm512_mask_range_ps(first, static_cast<__mmask16>(0xFFFF), first, second, 0x0B);
+}
+#endif
 
 }  // namespace detail::simd::arch_ops
 LOWBIT_END_NAMESPACE

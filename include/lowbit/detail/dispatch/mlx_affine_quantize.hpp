@@ -38,8 +38,13 @@ template <int GroupSize, int Bits>
 bool run_quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
                       float* scales, float* biases) {
     if constexpr (simd::enabled) {
-        if (!kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales, biases))
+        if constexpr (kernels::quantize_row_packs<Bits>) {
+            return kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(
+                values, groups, reinterpret_cast<std::uint8_t*>(words), scales, biases);
+        } else if (!kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales,
+                                                                           biases)) {
             return false;
+        }
     } else {
         for (std::size_t i = 0; i < groups * GroupSize; ++i)
             if (!std::isfinite(values[i])) return false;

@@ -1,21 +1,29 @@
 // quantize_row_f32: one row of groups quantized by the MLX affine rule (quantize.hpp), vectorised with
-// xsimd, bit for bit equal to reference::quantize_group on every group: the extremes by lane-wise
-// min / max (the values are finite, so the order and the sign of zero extremes cannot change s or b:
-// s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0) agree), the scale and bias by
-// group_scale_bias's operations on W groups at once (group_scale_bias_lanes), RNE by simd::nearbyint,
-// the clamp by simd::max / min, and one byte per code (simd::store_bytes).
-// The quotient a / s (a = fl(w - b), as the reference) is first taken as y = fl(a * fl(1 / s)), without
-// the vector division. With u = 2^-24 and 1 / s a normal float, |y - a / s| <= (2u + u^2) |a / s| and
-// |fl(a / s) - a / s| <= u |a / s|, so |y - fl(a / s)| < 3.0001 u |y|. Unless y lies within that of a
-// half-integer, y and the reference's fl(a / s) round to the same integer. A lane with |y| > 2^Bits
+// xsimd, bit for bit equal to reference::quantize_group on every group.
+//
+// Extremes: lane-wise min / max over each group, then W groups' extremes in one vector each
+// (simd::reduce_min_each / reduce_max_each). The values are finite, so the order and the sign of zero
+// extremes cannot change s or b: s is max(|max - min| / n, 1e-7) up to sign and edge / q0 and RNE(+-0)
+// agree. Scale, bias and 1 / s: group_scale_bias's operations on W groups at once (group_scale_bias_lanes).
+//
+// Codes. The quotient a / s (a = fl(w - b), as the reference) is first taken as y = fl(a * fl(1 / s)),
+// without the vector division. With u = 2^-24 and 1 / s a normal float, |y - a / s| <= (2u + u^2) |a / s|
+// and |fl(a / s) - a / s| <= u |a / s|, so |y - fl(a / s)| < 3.0001 u |y|. Unless y lies within that of
+// a half-integer, y and the reference's fl(a / s) round to the same integer. A lane with |y| > 2^Bits
 // has |fl(a / s)| > 2^Bits (1 - 3.0001u) > n + 1/2 too, so both clamp to the same code; only |y| <=
-// 2^Bits matters, where that distance is below reciprocal_tie_margin * 2^Bits (8u 2^Bits, a constant:
-// one compare per vector instead of a product and a compare). A group with any lane within it of a
-// half-integer (or not finite) is coded again by the true division, as is every group whose 1 / s is
-// not a normal float; exact ties always are.
+// 2^Bits matters, where that distance is below reciprocal_tie_margin * 2^Bits (8u 2^Bits, a constant).
+// The group's largest |y - RNE(y)| (simd::round_residual, exact; simd::max_magnitude) is compared with
+// it once per group. A group with any lane that near a half-integer is coded again by the true division
+// (exact ties always are), as is every group whose reciprocal is not kept (below).
+// Within a group y is monotone in w (a rounded difference and a rounded product are), so the quotients of
+// the group's two extremes bound all of them. group_scale_bias_lanes keeps 1 / s only for groups whose
+// two extreme quotients lie in [-1/2, 2^(Bits+1)] and whose 1 / s is a normal float: every y of such a
+// group is finite and RNE(y) (simd::nearbyint_to_int) lies in [0, 2^(Bits+1)], so only the top is clamped.
+//
+// Stores: 4-bit codes two to a byte (simd::store_nibbles) and 8-bit codes one to a byte are the packed
+// MLX words' bytes, written in place (quantize_row_packs); other widths one byte per code, packed after.
 // Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
-// scales, biases and reciprocals W groups per vector (four vector divisions where one group at a time
-// took four dependent scalar ones per group), then their codes.
+// scales, biases and reciprocals W groups per vector, then their codes.
 // Non-finite values are detected in the first pass (x * 0 is NaN exactly for NaN and +-Inf) and the row
 // is then left to the caller (false returned), which finds and reports the element.
 #pragma once
@@ -24,6 +32,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -76,12 +85,13 @@ LOWBIT_ALWAYS_INLINE inline LaneExtremes<Arch> lane_extremes(const float* values
 }
 
 /// group_scale_bias (quantize.hpp) on W groups at once, operation for operation (IEEE division, RNE,
-/// the same selections), so every lane has the scalar rule's bits; also 1 / scale.
+/// the same selections), so every lane has the scalar rule's bits; also 1 / scale where the reciprocal
+/// quotient may code the group (above), else 0.
 template <class Arch, int Bits>
-LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const float* w_min, const float* w_max, float* scales,
+LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const xsimd::batch<float, Arch>& low,
+                                                        const xsimd::batch<float, Arch>& high, float* scales,
                                                         float* biases, float* inverses) noexcept {
     using fbatch = xsimd::batch<float, Arch>;
-    const fbatch low = fbatch::load_unaligned(w_min), high = fbatch::load_unaligned(w_max);
     const fbatch zero(0.0f), one(1.0f);
     const auto min_is_edge = xsimd::abs(low) > xsimd::abs(high);
     const fbatch range_scale = simd::max((high - low) / fbatch(static_cast<float>((1 << Bits) - 1)), fbatch(1e-7f));
@@ -90,13 +100,26 @@ LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const float* w_min, cons
     const fbatch q0 = simd::nearbyint(edge / scale);
     const auto q0_nonzero = q0 != zero;
     const fbatch final_scale = xsimd::select(q0_nonzero, edge / xsimd::select(q0_nonzero, q0, one), scale);
+    const fbatch bias = xsimd::select(q0_nonzero, edge, zero), inverse = one / final_scale;
+    // The coding pass's quotients at the group's extremes, by its operations (they bound the others).
+    const fbatch low_quotient = (low - bias) * inverse, high_quotient = (high - bias) * inverse;
+    const fbatch floor(-0.5f), ceiling(static_cast<float>(2 << Bits));
+    const auto quotients_in_range = (low_quotient >= floor) & (high_quotient >= floor) & (low_quotient <= ceiling) &
+                                    (high_quotient <= ceiling);  // false for NaN
     final_scale.store_unaligned(scales);
-    xsimd::select(q0_nonzero, edge, zero).store_unaligned(biases);
-    (one / final_scale).store_unaligned(inverses);
+    bias.store_unaligned(biases);
+    xsimd::select(quotients_in_range, inverse, zero).store_unaligned(inverses);
 }
 
-/// codes[i] (one byte, < 2^Bits) for the groups * GroupSize values of a row; scales[g] and biases[g]
-/// for each group. Returns false, with the outputs unspecified, when a value is NaN or infinite.
+/// Whether quantize_row_f32 writes the row's packed MLX words itself (codes = the words' bytes): 4-bit
+/// codes two to a byte (simd::store_nibbles), 8-bit codes one byte each, on a little-endian host. Other
+/// widths are written one byte per code, for pack_code_bytes.
+template <int Bits>
+inline constexpr bool quantize_row_packs = std::endian::native == std::endian::little && (Bits == 4 || Bits == 8);
+
+/// The codes of the groups * GroupSize values of a row, as quantize_row_packs says (packed words' bytes,
+/// or one byte per code, < 2^Bits); scales[g] and biases[g] for each group. Returns false, with the
+/// outputs unspecified, when a value is NaN or infinite.
 template <class Arch, int GroupSize, int Bits>
 bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* codes, float* scales, float* biases) {
     using fbatch = xsimd::batch<float, Arch>;
@@ -106,22 +129,31 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
     static_assert(fbatch::size == ibatch::size, "quantize_row_f32: int32 and float lanes must pair up");
     constexpr int steps = GroupSize / W;
     const fbatch zero(0.0f), top(static_cast<float>((1 << Bits) - 1));
+    const ibatch top_code((1 << Bits) - 1);
     // |y - RNE(y)| below this is far enough from a half-integer for every |y| <= 2^Bits (exact in float).
     const fbatch safe_distance(0.5f - reciprocal_tie_margin * static_cast<float>(1 << Bits));
     static_assert(quantize_block_groups % W == 0, "quantize_row_f32: a block must be whole vectors of groups");
-    std::array<float, quantize_block_groups> lows{}, highs{}, block_scales{}, block_biases{}, inverses{};
+    // Lane-wise extremes of each group of a block; a tail block repeats its first group's (unused).
+    std::array<fbatch, quantize_block_groups> group_lows, group_highs;
+    std::array<float, quantize_block_groups> block_scales{}, block_biases{}, inverses{};
     for (std::size_t first = 0; first < groups; first += quantize_block_groups) {
         const std::size_t count = std::min(quantize_block_groups, groups - first);
         fbatch poison = zero;
         for (std::size_t g = 0; g < count; ++g) {
             const LaneExtremes<Arch> group = lane_extremes<Arch, GroupSize>(values + (first + g) * GroupSize);
             poison = poison + group.poison;
-            lows[g] = simd::reduce_min(group.low);
-            highs[g] = simd::reduce_max(group.high);
+            group_lows[g] = group.low;
+            group_highs[g] = group.high;
         }
         if (!(simd::reduce_add(poison) == 0.0f)) return false;
-        for (std::size_t g = 0; g < count; g += W)
-            group_scale_bias_lanes<Arch, Bits>(&lows[g], &highs[g], &block_scales[g], &block_biases[g], &inverses[g]);
+        for (std::size_t g = count; g < quantize_block_groups; ++g) {
+            group_lows[g] = group_lows[0];
+            group_highs[g] = group_highs[0];
+        }
+        for (std::size_t g = 0; g < quantize_block_groups; g += W)
+            group_scale_bias_lanes<Arch, Bits>(simd::reduce_min_each(&group_lows[g]),
+                                               simd::reduce_max_each(&group_highs[g]), &block_scales[g],
+                                               &block_biases[g], &inverses[g]);
         std::copy_n(block_scales.begin(), count, scales + first);
         std::copy_n(block_biases.begin(), count, biases + first);
         for (std::size_t g = 0; g < count; ++g) {
@@ -132,32 +164,35 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             for (std::size_t line = 0; line < GroupSize; line += cache_line_floats)
                 __builtin_prefetch(values + offset + quantize_prefetch_blocks * quantize_block_groups * GroupSize + line,
                                    0, 2);
-            // The code of step i of the group from its rounded quotient: clamped, one byte per lane.
-            const auto store_codes = [&](int i, const fbatch& rounded) LOWBIT_ALWAYS_INLINE {
-                const fbatch code = simd::min(top, simd::max(zero, rounded));
-                simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), codes + offset + i * W);
+            // Stores the codes (each in [0, 2^Bits - 1]) of step i of the group.
+            const auto store_codes = [&](int i, const ibatch& code) LOWBIT_ALWAYS_INLINE {
+                if constexpr (quantize_row_packs<Bits> && Bits == 4)
+                    simd::store_nibbles(code, codes + (offset + i * W) / 2);
+                else
+                    simd::store_bytes(code, codes + offset + i * W);
             };
             const float inverse = inverses[g];
             const fbatch bias(biases[first + g]);
             bool coded = false;  // by the reciprocal, to the codes the division gives
             if (std::isnormal(inverse)) {
                 const fbatch reciprocal(inverse);
-                xsimd::batch_bool<float, Arch> near_tie(false);
+                fbatch farthest = zero;  // the largest |y - RNE(y)| of the group
                 static_for<steps>([&](auto step) {
                     constexpr int i = decltype(step)::value;
                     const fbatch quotient = (fbatch::load_unaligned(values + offset + i * W) - bias) * reciprocal;
-                    const fbatch rounded = simd::nearbyint(quotient);
-                    // NaN (from an infinite quotient) compares false: counted as near a tie.
-                    near_tie = near_tie | !(xsimd::abs(quotient - rounded) < safe_distance);
-                    store_codes(i, rounded);
+                    farthest = simd::max_magnitude(farthest, simd::round_residual(quotient));
+                    // RNE(y) is in [0, 2^(Bits+1)] (above): only the top is clamped.
+                    store_codes(i, xsimd::min(top_code, simd::nearbyint_to_int(quotient)));
                 });
-                coded = !xsimd::any(near_tie);
+                coded = xsimd::all(farthest < safe_distance);
             }
             if (coded) continue;
             const fbatch scale(scales[first + g]);
             static_for<steps>([&](auto step) {
                 constexpr int i = decltype(step)::value;
-                store_codes(i, simd::nearbyint((fbatch::load_unaligned(values + offset + i * W) - bias) / scale));
+                const fbatch rounded =
+                    simd::nearbyint((fbatch::load_unaligned(values + offset + i * W) - bias) / scale);
+                store_codes(i, xsimd::batch_cast<std::int32_t>(simd::min(top, simd::max(zero, rounded))));
             });
         }
     }
