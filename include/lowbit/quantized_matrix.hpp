@@ -124,21 +124,21 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
                 const auto row = static_cast<Eigen::Index>(r);
                 const float* values = weights.data() + row * weights.outerStride();
                 const std::size_t first_index = r * static_cast<std::size_t>(groups);
-                if (!quantize_row<GroupSize, Bits>(values, static_cast<std::size_t>(groups), code_bytes.data(),
-                                                   &result.codes(row, 0), &result.scales(row, 0),
-                                                   &result.biases(row, 0))) {
+                const RowFault fault = quantize_row<GroupSize, Bits>(
+                    values, static_cast<std::size_t>(groups), code_bytes.data(), &result.codes(row, 0),
+                    &result.scales(row, 0), &result.biases(row, 0));
+                if (fault == RowFault::non_finite_value) {
                     Eigen::Index column = 0;
                     while (std::isfinite(values[column])) ++column;
                     found.non_finite_group = std::min(found.non_finite_group,
                                                       first_index + static_cast<std::size_t>(column / GroupSize));
-                    continue;
+                } else if (fault == RowFault::overflowing_levels) {
+                    Eigen::Index g = 0;  // the first such group (the kernel's test is group_levels_finite's)
+                    while (g + 1 < groups && group_levels_finite<Bits>(result.scales(row, g), result.biases(row, g)))
+                        ++g;
+                    found.overflowing_group =
+                        std::min(found.overflowing_group, first_index + static_cast<std::size_t>(g));
                 }
-                for (Eigen::Index g = 0; g < groups; ++g)
-                    if (!group_levels_finite<Bits>(result.scales(row, g), result.biases(row, g))) {
-                        found.overflowing_group =
-                            std::min(found.overflowing_group, first_index + static_cast<std::size_t>(g));
-                        break;
-                    }
             }
             return found;
         },

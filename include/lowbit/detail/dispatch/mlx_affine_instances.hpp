@@ -31,8 +31,9 @@
         const float*, ::Eigen::Index, ::Eigen::Index, const ::lowbit::QuantizedMatrix<GroupSize, Bits>&,     \
         float*, ::Eigen::Index, ::lowbit::detail::MatmulKernel, ::lowbit::detail::Int8PanelCache*)             \
         -> ::lowbit::detail::KernelRun;                                                                        \
-    keyword template bool ::lowbit::detail::run_quantize_row<GroupSize, Bits>(                                \
-        const float*, ::std::size_t, ::std::uint8_t*, ::std::uint32_t*, float*, float*)
+    keyword template auto ::lowbit::detail::run_quantize_row<GroupSize, Bits>(                                \
+        const float*, ::std::size_t, ::std::uint8_t*, ::std::uint32_t*, float*, float*)                     \
+        -> ::lowbit::detail::RowFault
 
 /// Compiles the kernels of the format <GroupSize, Bits> in this translation unit (see above).
 #define LOWBIT_INSTANTIATE_MLX_AFFINE_KERNELS(GroupSize, Bits) LOWBIT_MLX_AFFINE_KERNELS_WITH(, GroupSize, Bits)

@@ -31,35 +31,36 @@ void pack_row_codes(const Code* codes, std::size_t count, std::uint32_t* words) 
 }
 
 /// Quantizes one row of `groups` groups of GroupSize values (MLX's rule) into its packed words, scales
-/// and biases; code_bytes is scratch for groups * GroupSize bytes. False when a value is not finite (the
-/// outputs are then unspecified; the caller finds the value). Records no kernel path (quantize_row
-/// does), so one compiled copy serves every translation unit (mlx_affine_instances.hpp).
+/// and biases; code_bytes is scratch for groups * GroupSize bytes. Returns what it found (RowFault; with a
+/// non-finite value the outputs are unspecified and the caller finds the value). Records no kernel path
+/// (quantize_row does), so one compiled copy serves every translation unit (mlx_affine_instances.hpp).
 template <int GroupSize, int Bits>
-bool run_quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
-                      float* scales, float* biases) {
+RowFault run_quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                          float* scales, float* biases) {
+    RowFault found = RowFault::none;
     if constexpr (simd::enabled) {
-        if constexpr (kernels::quantize_row_packs<Bits>) {
+        if constexpr (kernels::quantize_row_packs<Bits>)
             return kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(
                 values, groups, reinterpret_cast<std::uint8_t*>(words), scales, biases);
-        } else if (!kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales,
-                                                                           biases)) {
-            return false;
-        }
+        found = kernels::quantize_row_f32<simd::arch, GroupSize, Bits>(values, groups, code_bytes, scales, biases);
+        if (found == RowFault::non_finite_value) return found;
     } else {
         for (std::size_t i = 0; i < groups * GroupSize; ++i)
-            if (!std::isfinite(values[i])) return false;
-        for (std::size_t g = 0; g < groups; ++g)
+            if (!std::isfinite(values[i])) return RowFault::non_finite_value;
+        for (std::size_t g = 0; g < groups; ++g) {
             std::tie(scales[g], biases[g]) =
                 reference::quantize_group<Bits>(values + g * GroupSize, GroupSize, code_bytes + g * GroupSize);
+            if (!group_levels_finite<Bits>(scales[g], biases[g])) found = RowFault::overflowing_levels;
+        }
     }
     pack_row_codes<Bits>(code_bytes, groups * GroupSize, words);
-    return true;
+    return found;
 }
 
 /// run_quantize_row, recording the path it takes (kernel_paths.hpp).
 template <int GroupSize, int Bits>
-bool quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
-                  float* scales, float* biases) {
+RowFault quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                      float* scales, float* biases) {
     record(KernelOp::quantize_group, simd::enabled ? KernelPath::simd : KernelPath::reference);
     return run_quantize_row<GroupSize, Bits>(values, groups, code_bytes, words, scales, biases);
 }

@@ -25,7 +25,8 @@
 // Groups go in blocks of `quantize_block_groups`: first the extremes of the block's groups, then their
 // scales, biases and reciprocals W groups per vector, then their codes.
 // Non-finite values are detected in the first pass (x * 0 is NaN exactly for NaN and +-Inf) and the row
-// is then left to the caller (false returned), which finds and reports the element.
+// is then left to the caller, which finds and reports the element; groups whose levels overflow are
+// found from the scales and biases, W at a time (group_levels_finite_lanes).
 #pragma once
 
 #include "../config.hpp"
@@ -36,6 +37,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include <xsimd/xsimd.hpp>
@@ -111,6 +113,16 @@ LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const xsimd::batch<float
     xsimd::select(quotients_in_range, inverse, zero).store_unaligned(inverses);
 }
 
+/// group_levels_finite (quantize.hpp) of W groups at once, by the same operations.
+template <class Arch, int Bits>
+LOWBIT_ALWAYS_INLINE inline xsimd::batch_bool<float, Arch> group_levels_finite_lanes(
+    const xsimd::batch<float, Arch>& scale, const xsimd::batch<float, Arch>& bias) noexcept {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch largest(std::numeric_limits<float>::max());
+    const fbatch top = scale * fbatch(static_cast<float>((1 << Bits) - 1));
+    return (xsimd::abs(scale) <= largest) & (xsimd::abs(top) <= largest) & (xsimd::abs(top + bias) <= largest);
+}
+
 /// Whether quantize_row_f32 writes the row's packed MLX words itself (codes = the words' bytes): 4-bit
 /// codes two to a byte (simd::store_nibbles), 8-bit codes one byte each, on a little-endian host. Other
 /// widths are written one byte per code, for pack_code_bytes.
@@ -118,10 +130,11 @@ template <int Bits>
 inline constexpr bool quantize_row_packs = std::endian::native == std::endian::little && (Bits == 4 || Bits == 8);
 
 /// The codes of the groups * GroupSize values of a row, as quantize_row_packs says (packed words' bytes,
-/// or one byte per code, < 2^Bits); scales[g] and biases[g] for each group. Returns false, with the
-/// outputs unspecified, when a value is NaN or infinite.
+/// or one byte per code, < 2^Bits); scales[g] and biases[g] for each group; and what it found (RowFault:
+/// with a NaN or infinite value the outputs are unspecified).
 template <class Arch, int GroupSize, int Bits>
-bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* codes, float* scales, float* biases) {
+RowFault quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* codes, float* scales,
+                          float* biases) {
     using fbatch = xsimd::batch<float, Arch>;
     using ibatch = xsimd::batch<std::int32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
@@ -136,6 +149,7 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
     // Lane-wise extremes of each group of a block; a tail block repeats its first group's (unused).
     std::array<fbatch, quantize_block_groups> group_lows, group_highs;
     std::array<float, quantize_block_groups> block_scales{}, block_biases{}, inverses{};
+    xsimd::batch_bool<float, Arch> levels_finite(true);  // of every group so far (a tail block's copies too)
     for (std::size_t first = 0; first < groups; first += quantize_block_groups) {
         const std::size_t count = std::min(quantize_block_groups, groups - first);
         fbatch poison = zero;
@@ -145,15 +159,19 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             group_lows[g] = group.low;
             group_highs[g] = group.high;
         }
-        if (!(simd::reduce_add(poison) == 0.0f)) return false;
+        if (!(simd::reduce_add(poison) == 0.0f)) return RowFault::non_finite_value;
         for (std::size_t g = count; g < quantize_block_groups; ++g) {
             group_lows[g] = group_lows[0];
             group_highs[g] = group_highs[0];
         }
-        for (std::size_t g = 0; g < quantize_block_groups; g += W)
+        for (std::size_t g = 0; g < quantize_block_groups; g += W) {
             group_scale_bias_lanes<Arch, Bits>(simd::reduce_min_each(&group_lows[g]),
                                                simd::reduce_max_each(&group_highs[g]), &block_scales[g],
                                                &block_biases[g], &inverses[g]);
+            levels_finite = levels_finite & group_levels_finite_lanes<Arch, Bits>(
+                                                fbatch::load_unaligned(&block_scales[g]),
+                                                fbatch::load_unaligned(&block_biases[g]));
+        }
         std::copy_n(block_scales.begin(), count, scales + first);
         std::copy_n(block_biases.begin(), count, biases + first);
         for (std::size_t g = 0; g < count; ++g) {
@@ -196,7 +214,7 @@ bool quantize_row_f32(const float* values, std::size_t groups, std::uint8_t* cod
             });
         }
     }
-    return true;
+    return xsimd::all(levels_finite) ? RowFault::none : RowFault::overflowing_levels;
 }
 
 }  // namespace detail::kernels
