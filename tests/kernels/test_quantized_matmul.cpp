@@ -128,9 +128,12 @@ void sweep(std::uint64_t salt) {
     // Large K (deep accumulation), more than one column tile with a tail, two row tiles.
     for (Index M : {Index{1}, Index{2}, Index{Ukernel::MR + 1}, Index{2 * Ukernel::MR + 1}})
         check_all_paths<GroupSize, Bits>(rng, M, 37, 4096, 7, 1);
-    // The batch GEMV's blocks of 8 rows (AVX-512: 5..8 rows walk the row in slices of 8 chunks),
-    // with a partial last slice (K = 2688: 21, 10 or 42 chunks for 4, 2 or 8 bits).
-    for (Index M : {Index{6}, Index{8}, Index{13}}) check_all_paths<GroupSize, Bits>(rng, M, 19, 2688, 3, 2);
+    // The batch GEMV's blocks of 8 rows (AVX-512: 3..8 rows walk the row in slices of 8 chunks),
+    // with a partial last slice (K = 2688: 21, 10 or 42 chunks for 4, 2 or 8 bits), and over more than
+    // two of the driver's column tiles (128 KiB of codes each: 97 columns of 4-bit K = 2688), where the
+    // next tile's codes are prefetched.
+    for (Index M : {Index{3}, Index{6}, Index{8}, Index{13}}) check_all_paths<GroupSize, Bits>(rng, M, 19, 2688, 3, 2);
+    for (Index M : {Index{4}, Index{11}}) check_all_paths<GroupSize, Bits>(rng, M, 401, 2688, 0, 0);
     for (Index M : {Index{1}, Index{5}, Index{Ukernel::MR}})
         check_all_paths<GroupSize, Bits>(rng, M, Ukernel::NC + Ukernel::NR + 13, 2 * GroupSize, 1, 3);
     check_all_paths<GroupSize, Bits>(rng, Ukernel::MC + Ukernel::MR + 3, 45, 2 * GroupSize, 1, 0);

@@ -12,8 +12,8 @@
 //   total_r += acc * lane scales,   out[r, n] = reduce(total_r) + sum_g b[n, g] * x_sum[r, g],
 // the factorisation and the error bound of docs/numerics.md N10 (a different summation order from the
 // GEMV and the panel GEMM, within the same bound). Threads split output columns n, never a sum.
-// Blocks of more than 4 rows (AVX-512) go through qgemv_f32_batch_rows_deep: the same operations per
-// output, one column per pass, the row in slices whose x stays in L1.
+// Blocks of 3 to 8 rows (AVX-512) go through qgemv_f32_batch_rows_deep: the same operations per output,
+// one column per pass, the row in slices whose x stays in L1.
 #pragma once
 
 #include "../config.hpp"
@@ -41,9 +41,12 @@ struct QgemvF32Batch {
     static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
     static constexpr int max_rows = 4;            ///< x rows per pass
     static constexpr int cols = W >= 16 ? 2 : 1;  ///< output columns (weight rows) per pass
-    /// Blocks of 5 .. deep_rows x rows go through qgemv_f32_batch_rows_deep (0: none; 16 vector
-    /// registers cannot hold 2 * 8 accumulators and the code and x vectors).
+    /// Blocks of deep_min_rows .. deep_rows x rows go through qgemv_f32_batch_rows_deep (deep_rows 0:
+    /// none; 16 vector registers cannot hold 2 * 8 accumulators and the code and x vectors). At 3 and 4
+    /// rows it is 1.1 to 1.4 times as fast as the 2-column kernel, whose x rows outgrow L1; at 2 rows
+    /// no faster (benchmarks/README.md).
     static constexpr int deep_rows = W >= 16 ? 8 : 0;
+    static constexpr int deep_min_rows = 3;
     /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
     /// (32 KiB for 4-bit codes on AVX-512). M = 8 to 32, 4096 x 4096 q4: 10 to 15 % faster than two
     /// passes of 4 rows over the whole rows (benchmarks/README.md).
@@ -56,20 +59,26 @@ struct QgemvF32Batch {
 /// The chunk loop both batch kernels share: for chunks [c_begin, c_end) of output columns n0 .. n0 +
 /// Cols - 1 and Rows x rows,
 ///   total[r * Cols + j] += (sum over the chunk's code steps of code(n0 + j) * x_lane(r)) * lane scales,
-/// in this order of operations, so a row walked in one call or in slices gives the same bits.
+/// in this order of operations, so a row walked in one call or in slices gives the same bits. With
+/// ahead_rows > 0 the same chunks of weight rows n0 + j + ahead_rows (which must exist) are prefetched
+/// into L2.
 template <class Arch, int GroupSize, int Bits, int Rows, int Cols>
 LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedMatrix<GroupSize, Bits>& q, Index n0,
                                                    const float* x_lanes, Index lanes_stride,
                                                    const ChunkScales<Arch, GroupSize, Bits>& lane_scales,
                                                    Index c_begin, Index c_end,
-                                                   std::array<xsimd::batch<float, Arch>, Rows * Cols>& total) {
+                                                   std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
+                                                   Index ahead_rows = 0) {
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     constexpr int codes_per_word = 32 / Bits;
     for (Index c = c_begin; c < c_end; ++c) {
         std::array<ubatch, Cols> words;
-        static_for<Cols>([&](auto j) { words[j] = ubatch::load_unaligned(&q.codes(n0 + j, c * W)); });
+        static_for<Cols>([&](auto j) {
+            words[j] = ubatch::load_unaligned(&q.codes(n0 + j, c * W));
+            if (ahead_rows > 0) __builtin_prefetch(&q.codes(n0 + j + ahead_rows, c * W), 0, 2);
+        });
         std::array<fbatch, Rows * Cols> acc;
         static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
             constexpr int t = decltype(step)::value;
@@ -135,11 +144,13 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
 /// chunks, then every column the next ones, so the permuted x of those chunks stays in L1 while the
 /// columns pass. Between passes each column's Rows totals wait in `totals` (Rows * W floats per column,
 /// Arch::alignment()-aligned, (n_end - n_begin) columns), so every output is the same sequence of
-/// operations as in qgemv_f32_batch_rows, and the same bits.
+/// operations as in qgemv_f32_batch_rows, and the same bits. The codes of the next columns as many on
+/// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
+/// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
 template <class Arch, int GroupSize, int Bits, int Rows>
 void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, Index x_stride,
                                const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin,
-                               Index n_end, float* out, Index out_stride, float* totals) {
+                               Index n_end, Index prefetch_end, float* out, Index out_stride, float* totals) {
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
@@ -156,7 +167,9 @@ void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const 
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
             });
-            accumulate_chunks<Arch, GroupSize, Bits, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total);
+            const Index ahead = n + (n_end - n_begin) < prefetch_end ? n_end - n_begin : 0;
+            accumulate_chunks<Arch, GroupSize, Bits, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total,
+                                                              ahead);
             if (c1 < chunks) {
                 static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
             } else {
