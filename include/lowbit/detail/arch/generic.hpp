@@ -124,23 +124,26 @@ inline void store_bytes(const xsimd::batch<std::int32_t, Arch>& values, Byte* by
     for (std::size_t i = 0; i < lanes; ++i) bytes[i] = static_cast<Byte>(words[i]);
 }
 
-/// Lane r: the smallest / largest lane of rows[r] (of W rows), one row at a time through memory.
+/// Lane r: reduce(rows[r]) for the W rows, one row at a time through memory.
+template <class Arch, class Reduce>
+inline xsimd::batch<float, Arch> reduce_each_row(const xsimd::batch<float, Arch>* rows, Reduce reduce) noexcept {
+    constexpr std::size_t lanes = xsimd::batch<float, Arch>::size;
+    alignas(64) float each[lanes];
+    for (std::size_t r = 0; r < lanes; ++r) each[r] = reduce(rows[r]);
+    return xsimd::batch<float, Arch>::load_aligned(each);
+}
+
+/// Lane r: the smallest / largest lane of rows[r].
 template <class Arch>
 inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows,
                                                  const xsimd::generic&) noexcept {
-    constexpr std::size_t lanes = xsimd::batch<float, Arch>::size;
-    alignas(64) float each[lanes];
-    for (std::size_t r = 0; r < lanes; ++r) each[r] = reduce_min(rows[r], Arch{});
-    return xsimd::batch<float, Arch>::load_aligned(each);
+    return reduce_each_row(rows, [](const xsimd::batch<float, Arch>& row) { return reduce_min(row, Arch{}); });
 }
 
 template <class Arch>
 inline xsimd::batch<float, Arch> reduce_max_each(const xsimd::batch<float, Arch>* rows,
                                                  const xsimd::generic&) noexcept {
-    constexpr std::size_t lanes = xsimd::batch<float, Arch>::size;
-    alignas(64) float each[lanes];
-    for (std::size_t r = 0; r < lanes; ++r) each[r] = reduce_max(rows[r], Arch{});
-    return xsimd::batch<float, Arch>::load_aligned(each);
+    return reduce_each_row(rows, [](const xsimd::batch<float, Arch>& row) { return reduce_max(row, Arch{}); });
 }
 
 /// Lanes 2i and 2i + 1 (each in [0, 15]) as the low and high nibble of byte i, through memory.
