@@ -55,7 +55,7 @@ struct QgemmF32Ukernel {
             const fbatch b1 = fbatch::load_unaligned(block + W);
             block += NR;
             // Unrolled by static_for, not left to the optimizer: GCC 12 at -O2 keeps a runtime loop over
-            // the rows here, with the accumulators in memory (2.3x slower at M = 512; benchmarks/README.md).
+            // the rows here, with the accumulators in memory (2.5x slower; benchmarks/README.md).
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 const fbatch a(a_column[decltype(r)::value * a_stride]);
                 acc0[r] = simd::fma(a, b0, acc0[r]);
@@ -66,9 +66,11 @@ struct QgemmF32Ukernel {
             for (int k = 0; k < GroupSize; ++k) step(x + i * GroupSize + k, x_stride);
             step(x_sum + i, x_sum_stride);
         }
-        for (int r = 0; r < Rows; ++r) {
+        // static_for here too: a runtime index into acc0 / acc1 keeps them in memory, and Clang 14 at
+        // -O2 then stores every accumulator after each fma above.
+        static_for<Rows>([&](auto r) {
             fbatch v0 = acc0[r], v1 = acc1[r];
-            float* o = out + r * out_stride;
+            float* o = out + decltype(r)::value * out_stride;
             if (cols == NR) {
                 if (!first) {
                     v0 += fbatch::load_unaligned(o);
@@ -82,7 +84,7 @@ struct QgemmF32Ukernel {
                 v1.store_unaligned(lanes.data() + W);
                 for (Index j = 0; j < cols; ++j) o[j] = (first ? 0.0f : o[j]) + lanes[static_cast<std::size_t>(j)];
             }
-        }
+        });
     }
 };
 
