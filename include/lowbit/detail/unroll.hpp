@@ -32,6 +32,10 @@ LOWBIT_ALWAYS_INLINE inline void static_for_each(Body& body, std::integer_sequen
 }
 
 /// Calls body(std::integral_constant<int, I>{}) for I = 0 .. Count-1 (compile-time unrolled loop).
+/// Every loop over an array a kernel keeps in vector registers (accumulators, code vectors) goes through
+/// it: one runtime index into such an array can keep the whole array in memory at -O2, with a store
+/// after every update (GCC 12 and Clang 14 both did so in the exact GEMM's microkernel, 2.2 to 2.5
+/// times slower, until 2026-12-02: benchmarks/README.md). -O3 unrolled those loops; -O2 need not.
 template <int Count, class Body>
 LOWBIT_ALWAYS_INLINE inline void static_for(Body&& body) {
     static_for_each(body, std::make_integer_sequence<int, Count>{});

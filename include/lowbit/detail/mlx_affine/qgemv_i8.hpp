@@ -123,16 +123,16 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
 
     // Plain arrays: std::array of an intrinsic type drops its alignment attribute (-Wignored-attributes).
     fvec total_p[MR], total_c[MR];
-    for (int m = 0; m < MR; ++m) total_p[m] = total_c[m] = Ops::fzero();
+    static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE { total_p[m] = total_c[m] = Ops::fzero(); });
     // Hoisted: the compiler cannot prove that the tail copy leaves act alone, and would reload these.
     const std::int8_t* x_rows[MR];
     const float* a_rows[MR];
     const float* sum_rows[MR];
-    for (int m = 0; m < MR; ++m) {
+    static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
         x_rows[m] = act.x_perm.data() + (m0 + m) * act.x_length;
         a_rows[m] = act.a.data() + (m0 + m) * act.groups;
         sum_rows[m] = act.x_sum.data() + (m0 + m) * act.groups;
-    }
+    });
     // Blocks whose chunks are all whole skip the bounds checks (every block but the last, usually).
     const Eigen::Index whole_blocks = whole_chunks / (VPB * CPV);
     auto run_block = [&]<bool Checked>(std::bool_constant<Checked>, Eigen::Index block) LOWBIT_ALWAYS_INLINE {
@@ -141,7 +141,7 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
         static_for<VPB>([&](auto v_constant) LOWBIT_ALWAYS_INLINE {
             constexpr int v = decltype(v_constant)::value;
             vec acc[MR];
-            for (int m = 0; m < MR; ++m) acc[m] = Ops::zero();
+            static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE { acc[m] = Ops::zero(); });
             static_for<CPV>([&](auto i_constant) LOWBIT_ALWAYS_INLINE {
                 const Eigen::Index c = (block * VPB + v) * CPV + decltype(i_constant)::value;
                 if (Checked && c >= chunks) return;

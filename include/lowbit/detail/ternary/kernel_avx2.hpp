@@ -39,17 +39,17 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx2(const std::uint8_t* row, Eigen::I
     constexpr Eigen::Index CC = chunk_codes(Format);
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i total[MR];
-    for (int m = 0; m < MR; ++m) total[m] = _mm256_setzero_si256();
+    static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE { total[m] = _mm256_setzero_si256(); });
     for (Eigen::Index c = 0; c < n_chunks; ++c) {
         const __m256i bytes[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * chunk_bytes)),
                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * chunk_bytes + 32))};
         __m256i t[2] = {bytes[0], bytes[1]};
         __m256i chunk_sum[MR];
-        for (int m = 0; m < MR; ++m) chunk_sum[m] = _mm256_setzero_si256();
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE { chunk_sum[m] = _mm256_setzero_si256(); });
         static_for<S>([&](auto s_constant) LOWBIT_ALWAYS_INLINE {
             constexpr int s = decltype(s_constant)::value;
             __m256i digits[2];
-            for (int h = 0; h < 2; ++h) {
+            static_for<2>([&](auto h) LOWBIT_ALWAYS_INLINE {
                 if constexpr (Format == TernaryFormat::i2) {
                     digits[h] = _mm256_and_si256(_mm256_srli_epi16(bytes[h], 2 * s), _mm256_set1_epi8(3));
                 } else {
@@ -59,7 +59,7 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx2(const std::uint8_t* row, Eigen::I
                         _mm256_cmpeq_epi8(_mm256_max_epu8(t[h], _mm256_set1_epi8(static_cast<char>(171))), t[h]);
                     digits[h] = _mm256_abs_epi8(_mm256_add_epi8(at_least_1, at_least_2));
                 }
-            }
+            });
             static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                 const std::int8_t* xp = x[m] + c * CC + s * chunk_bytes;
                 const __m256i pairs = _mm256_add_epi16(
@@ -72,10 +72,12 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx2(const std::uint8_t* row, Eigen::I
             });
         });
         if constexpr (!PerGroup)
-            for (int m = 0; m < MR; ++m) total[m] = _mm256_add_epi32(total[m], _mm256_madd_epi16(chunk_sum[m], ones16));
+            static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+                total[m] = _mm256_add_epi32(total[m], _mm256_madd_epi16(chunk_sum[m], ones16));
+            });
     }
     if constexpr (!PerGroup)
-        for (int m = 0; m < MR; ++m) sums[m * stride] = reduce_add_avx2(total[m]);
+        static_for<MR>([&](auto m) { sums[decltype(m)::value * stride] = reduce_add_avx2(total[m]); });
 }
 
 #endif

@@ -47,8 +47,9 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx512_vnni(const std::uint8_t* row, E
     constexpr Eigen::Index CC = chunk_codes(Format);
     __m512i acc[MR][S];
     auto clear = [&] {
-        for (int m = 0; m < MR; ++m)
-            for (int s = 0; s < S; ++s) acc[m][s] = _mm512_setzero_si512();
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+            static_for<S>([&](auto s) LOWBIT_ALWAYS_INLINE { acc[m][s] = _mm512_setzero_si512(); });
+        });
     };
     // Accumulator s of row m, scaled back to plain sums of u * x. (Masked forms throughout: GCC 12's
     // unmasked ones start from an undefined register that -Wmaybe-uninitialized reports, bug 105593.)
@@ -81,7 +82,7 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx512_vnni(const std::uint8_t* row, E
             });
         });
         if constexpr (PerGroup) {
-            for (int m = 0; m < MR; ++m) {
+            static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                 // Groups 0..3 of the chunk at once: two levels of merge leave 4 partial sums per group
                 // in lanes 4g..4g+3; two in-lane shuffles total them, one compress gathers lanes 0, 4, 8, 12.
                 using ops = simd::int8::avx512_vnni;
@@ -98,16 +99,16 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx512_vnni(const std::uint8_t* row, E
                                  _mm512_castsi512_si128(gathered));
                 if constexpr (S == 5)
                     sums[m * stride + c * S + 4] = reduce_add_avx512(unscaled(m, std::integral_constant<int, 4>{}));
-            }
+            });
             clear();
         }
     }
     if constexpr (!PerGroup) {
-        for (int m = 0; m < MR; ++m) {
+        static_for<MR>([&](auto m) {
             __m512i total = _mm512_setzero_si512();
             static_for<S>([&](auto s) LOWBIT_ALWAYS_INLINE { total = _mm512_add_epi32(total, unscaled(m, s)); });
-            sums[m * stride] = reduce_add_avx512(total);
-        }
+            sums[decltype(m)::value * stride] = reduce_add_avx512(total);
+        });
     }
 }
 
