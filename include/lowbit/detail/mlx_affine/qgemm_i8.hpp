@@ -44,8 +44,9 @@ void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, c
             static_for<MR>([&](auto r_constant) {
                 constexpr int R = decltype(r_constant)::value + 1;
                 if (rows == R)
-                    int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, codes + i * panel_words, scales + i * panel_groups,
-                                                           biases + i * panel_groups, groups, tile);
+                    int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, codes + i * panel_words,
+                                                           scales + i * panel_groups, biases + i * panel_groups, groups,
+                                                           block == 0, tile);
             });
             const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
             for (Eigen::Index r = 0; r < rows; ++r)

@@ -28,11 +28,12 @@ struct Int8TileShape {
     static constexpr int rows = Ops::lanes == 16 ? 6 : 4;  ///< MR: 32 registers (AVX-512) or 16 (AVX2)
     static constexpr int vectors = Ops::lanes == 16 ? 2 : 1;  ///< NJ
     static constexpr int columns = vectors * Ops::lanes;       ///< NR
-    /// Tiles of at most this many rows (M = 1 or 2) prefetch the panel words prefetch_bytes ahead into
-    /// L2: with so little arithmetic per byte the hardware prefetcher alone left the q4 GEMV over
-    /// DRAM-resident weights at 0.76 to 0.84 of a read of the same size; 4 KiB ahead reached 0.94 to
-    /// 1.16 (1 and 2 threads; benchmarks/README.md). Panels are consecutive, so this runs into the next.
-    static constexpr int prefetch_rows = 2;
+    /// The tiles of the first row block of a pass over the panels (the ones that bring the panels in)
+    /// prefetch the panel words prefetch_bytes ahead into L2: the hardware prefetcher alone left the q4
+    /// GEMV over DRAM-resident weights at 0.76 to 0.84 of a read of the same size; 4 KiB ahead reached
+    /// 0.94 to 1.16 (1 and 2 threads), and M = 8 to 32 ran 1.06 to 1.16 times as fast as with the
+    /// prefetch at M <= 2 only. The later row blocks find the panels in L2, and prefetching there too
+    /// cost 2.5 % at M = 512 (benchmarks/README.md). Panels are consecutive, so this runs into the next.
     static constexpr std::size_t prefetch_bytes = 4096;
 };
 
@@ -45,9 +46,10 @@ LOWBIT_ALWAYS_INLINE inline void prefetch_ahead(const void* address) {
 
 /// tile[m * NR + c] = the N11 output of row m of an MR-row x block (quads [w][t][MR][4], a and x_sum
 /// [g][MR]) and row c of a weight panel (words [w][NR], scales and biases [g][NR]), over `groups` groups.
+/// With `prefetch`, the words prefetch_bytes on are prefetched into L2 as the tile goes.
 template <class Ops, int GroupSize, int Bits, int MR, int NJ>
 void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, const std::uint32_t* words,
-               const float* scales, const float* biases, Eigen::Index groups, float* tile) {
+               const float* scales, const float* biases, Eigen::Index groups, bool prefetch, float* tile) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     using vec = typename Ops::vec;
     using fvec = typename Ops::fvec;
@@ -70,7 +72,7 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
                 const int w = w0 + decltype(w_constant)::value;
                 vec codes[NJ];
                 static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { codes[j] = Ops::load(group_words + w * NR + j * L); });
-                if constexpr (MR <= Int8TileShape<Ops>::prefetch_rows)
+                if (prefetch)
                     static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
                         prefetch_ahead<Int8TileShape<Ops>::prefetch_bytes>(group_words + w * NR + j * L);
                     });
