@@ -68,7 +68,7 @@ struct QgemmF32Ukernel {
         }
         // static_for here too: a runtime index into acc0 / acc1 keeps them in memory, and Clang 14 at
         // -O2 then stores every accumulator after each fma above.
-        static_for<Rows>([&](auto r) {
+        static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
             fbatch v0 = acc0[r], v1 = acc1[r];
             float* o = out + decltype(r)::value * out_stride;
             if (cols == NR) {

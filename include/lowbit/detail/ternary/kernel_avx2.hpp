@@ -77,7 +77,9 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx2(const std::uint8_t* row, Eigen::I
             });
     }
     if constexpr (!PerGroup)
-        static_for<MR>([&](auto m) { sums[decltype(m)::value * stride] = reduce_add_avx2(total[m]); });
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+            sums[decltype(m)::value * stride] = reduce_add_avx2(total[m]);
+        });
 }
 
 #endif

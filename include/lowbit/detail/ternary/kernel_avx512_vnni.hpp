@@ -104,7 +104,7 @@ LOWBIT_ALWAYS_INLINE inline void row_dots_avx512_vnni(const std::uint8_t* row, E
         }
     }
     if constexpr (!PerGroup) {
-        static_for<MR>([&](auto m) {
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
             __m512i total = _mm512_setzero_si512();
             static_for<S>([&](auto s) LOWBIT_ALWAYS_INLINE { total = _mm512_add_epi32(total, unscaled(m, s)); });
             sums[decltype(m)::value * stride] = reduce_add_avx512(total);
