@@ -25,11 +25,12 @@ LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 /// The tiles of panels [p_begin, p_end) (`codes`, `scales`, `biases`: panel p_begin's; consecutive
-/// panels at panel_words / panel_groups) for every row block: out[m * out_stride + n] for n < N.
+/// panels at panel_words / panel_groups) for every row block: out[m * out_stride + n] for n < N. With
+/// fetch_panels (panels not just packed by this thread), the first row block prefetches them.
 template <class Ops, int GroupSize, int Bits>
 void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, const float* scales,
                       const float* biases, Eigen::Index panel_words, Eigen::Index panel_groups, Eigen::Index p_begin,
-                      Eigen::Index p_end, Eigen::Index N, float* out, Eigen::Index out_stride) {
+                      Eigen::Index p_end, Eigen::Index N, bool fetch_panels, float* out, Eigen::Index out_stride) {
     using shape = Int8TileShape<Ops>;
     constexpr int MR = shape::rows, NJ = shape::vectors, NR = shape::columns;
     const Eigen::Index K = blocks.quads_per_row * 4, groups = blocks.groups;
@@ -46,7 +47,7 @@ void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, c
                 if (rows == R)
                     int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, codes + i * panel_words,
                                                            scales + i * panel_groups, biases + i * panel_groups, groups,
-                                                           block == 0, tile);
+                                                           fetch_panels && block == 0, tile);
             });
             const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
             for (Eigen::Index r = 0; r < rows; ++r)
@@ -88,7 +89,7 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
                                            panel_scales.data() + (p - p0) * panel_groups,
                                            panel_biases.data() + (p - p0) * panel_groups, unpacked.data());
             int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panel_codes.data(), panel_scales.data(), panel_biases.data(),
-                                                   panel_words, panel_groups, p0, p1, N, out, out_stride);
+                                                   panel_words, panel_groups, p0, p1, N, false, out, out_stride);
         }
     });
 }
@@ -108,7 +109,7 @@ void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, c
             int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panels.words.data() + p0 * panels.panel_words,
                                                    panels.scales.data() + p0 * panels.panel_groups,
                                                    panels.biases.data() + p0 * panels.panel_groups, panels.panel_words,
-                                                   panels.panel_groups, p0, p1, N, out, out_stride);
+                                                   panels.panel_groups, p0, p1, N, true, out, out_stride);
         }
     });
 }

@@ -28,8 +28,9 @@ struct Int8TileShape {
     static constexpr int rows = Ops::lanes == 16 ? 6 : 4;  ///< MR: 32 registers (AVX-512) or 16 (AVX2)
     static constexpr int vectors = Ops::lanes == 16 ? 2 : 1;  ///< NJ
     static constexpr int columns = vectors * Ops::lanes;       ///< NR
-    /// The tiles of the first row block of a pass over the panels (the ones that bring the panels in)
-    /// prefetch the panel words prefetch_bytes ahead into L2: the hardware prefetcher alone left the q4
+    /// The tiles of the first row block of a pass over a layer's panels (the ones that bring the panels
+    /// in; qgemm_i8's own panels were just packed, in cache) prefetch the panel words prefetch_bytes ahead
+    /// into L2: the hardware prefetcher alone left the q4
     /// GEMV over DRAM-resident weights at 0.76 to 0.84 of a read of the same size; 4 KiB ahead reached
     /// 0.94 to 1.16 (1 and 2 threads), and M = 8 to 32 ran 1.06 to 1.16 times as fast as with the
     /// prefetch at M <= 2 only. The later row blocks find the panels in L2, and prefetching there too

@@ -139,7 +139,7 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
     for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n);
 }
 
-/// qgemv_f32_batch_rows for 5 .. QgemvF32Batch<Arch>::deep_rows rows, one output column per pass and
+/// qgemv_f32_batch_rows for deep_min_rows .. deep_rows rows (QgemvF32Batch<Arch>), one output column per pass and
 /// the row walked deep_chunks chunks at a time: every column of [n_begin, n_end) takes the first
 /// chunks, then every column the next ones, so the permuted x of those chunks stays in L1 while the
 /// columns pass. Between passes each column's Rows totals wait in `totals` (Rows * W floats per column,
