@@ -17,10 +17,15 @@ inline std::atomic<int> requested_threads{0};
 
 LOWBIT_BEGIN_NAMESPACE
 
-/// Hardware threads of this machine (1 when the system cannot tell).
+/// Hardware threads of this machine (1 when the system cannot tell), read once per process: the query
+/// costs about 7 us (glibc reads /sys/devices/system/cpu/online: three system calls), and every kernel
+/// call asks through num_threads().
 inline int hardware_threads() noexcept {
-    const unsigned hardware = std::thread::hardware_concurrency();
-    return hardware == 0 ? 1 : static_cast<int>(std::min(hardware, 1u << 16));
+    static const int hardware = [] {
+        const unsigned count = std::thread::hardware_concurrency();
+        return count == 0 ? 1 : static_cast<int>(std::min(count, 1u << 16));
+    }();
+    return hardware;
 }
 
 /// The most threads lowbit ever runs one call on: 4 x hardware_threads(). The worker pool never grows

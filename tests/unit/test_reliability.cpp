@@ -7,6 +7,7 @@
 #include <limits>
 #include <span>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -252,6 +253,9 @@ TEST_CASE("issue 9.11: the worker pool is bounded whatever thread count is asked
     const ThreadCountGuard threads(100000);
     CHECK(lowbit::num_threads() == lowbit::max_threads());
     CHECK(lowbit::max_threads() == 4 * lowbit::hardware_threads());
+    // hardware_threads() is read once per process (the query costs system calls): the system's count.
+    const unsigned reported = std::thread::hardware_concurrency();
+    CHECK(lowbit::hardware_threads() == (reported == 0 ? 1 : static_cast<int>(reported)));
 #if defined(__linux__)
     const std::size_t before = process_thread_count();
     const RowMatrixXf w = RowMatrixXf::Random(512, 256);
