@@ -370,3 +370,33 @@ TEST_CASE("int8 matmul rejects NaN and Inf in x, naming row and column, and what
     CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf::Random(2, 32), q, lowbit::Activations::int8), std::invalid_argument);
     CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf(0, 64), q, lowbit::Activations::int8), std::invalid_argument);
 }
+
+TEST_CASE("int8 matmul's finite check sees every element of x and nothing outside it", "[int8][N11]") {
+    // Every position of a 3 x 96 x (vector tails, every row), for NaN, +Inf and -Inf; x taken as a
+    // block of a wider matrix (a strided view) whose other columns hold NaN, which must not count.
+    using Catch::Matchers::ContainsSubstring;
+    const auto q = lowbit::quantize<32, 4>(RowMatrixXf::Random(4, 96));
+    RowMatrixXf wide = RowMatrixXf::Random(3, 100);
+    wide.rightCols(4).setConstant(std::numeric_limits<float>::quiet_NaN());
+    wide(0, 0) = std::numeric_limits<float>::max();  // finite extremes are not faults
+    wide(1, 1) = -std::numeric_limits<float>::max();
+    wide(2, 2) = std::numeric_limits<float>::denorm_min();
+    const RowMatrixXf expected = lowbit::quantized_matmul(RowMatrixXf(wide.leftCols(96)), q, lowbit::Activations::int8);
+    CHECK(lowbit::quantized_matmul(wide.leftCols(96), q, lowbit::Activations::int8) == expected);
+    const float faults[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+    for (const float fault : faults)
+        for (Eigen::Index r = 0; r < 3; ++r)
+            for (Eigen::Index c = 0; c < 96; ++c) {
+                const float kept = wide(r, c);
+                wide(r, c) = fault;
+                const std::string where = "x(" + std::to_string(r) + ", " + std::to_string(c) + ")";
+                CHECK_THROWS_WITH(lowbit::quantized_matmul(wide.leftCols(96), q, lowbit::Activations::int8),
+                                  ContainsSubstring(where));
+                wide(r, c) = kept;
+            }
+    // A column-major x (copied to row-major first) is checked the same way.
+    Eigen::MatrixXf column_major = wide.leftCols(96);
+    column_major(2, 95) = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH(lowbit::quantized_matmul(column_major, q, lowbit::Activations::int8), ContainsSubstring("x(2, 95)"));
+}
