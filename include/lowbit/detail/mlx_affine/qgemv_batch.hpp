@@ -52,8 +52,10 @@ struct QgemvF32Batch {
     /// passes of 4 rows over the whole rows (benchmarks/README.md).
     static constexpr Eigen::Index deep_chunks = 8;
     /// The largest M it is chosen for: above it the panel GEMM, which unpacks each code once for up to
-    /// MC rows, is faster (crossover measured between M = 32 and 64: benchmarks/README.md).
-    static constexpr Eigen::Index max_m = 32;
+    /// MC rows, is faster. The crossover depends on the core: about M = 32 on the Intel hosts (the GEMM
+    /// no faster at 32), between 16 and 20 on a Zen 5 (the GEMM 1.11 to 1.23 times as fast at M = 20 to
+    /// 32, 4096 x 4096 q4 and q8, 1 thread; benchmarks/README.md).
+    static constexpr Eigen::Index max_m = 16;
 };
 
 /// The chunk loop both batch kernels share: for chunks [c_begin, c_end) of output columns n0 .. n0 +
