@@ -11,7 +11,7 @@
 //   finite_min_max               -                 kernels::finite_min_max              reference::finite_min_max
 //   matmul, f32 activations      MLX affine        kernels::qgemv_f32 (M = 1, Bits in   reference::quantized_matmul
 //                                                  {2, 4, 8}), kernels::qgemv_f32_batch
-//                                                  (2 <= M <= 32, same bits),
+//                                                  (2 <= M <= 16, same bits),
 //                                                  kernels::qgemm_f32 (rest)
 //   quantize a row of groups     MLX affine        kernels::quantize_row_f32            reference::quantize_group
 //
