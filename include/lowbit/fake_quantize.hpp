@@ -199,8 +199,11 @@ public:
             observed_min_ = min < observed_min_ ? min : observed_min_;
             observed_max_ = max > observed_max_ ? max : observed_max_;
         } else {
-            observed_min_ = moving_average(observed_min_, min);
-            observed_max_ = moving_average(observed_max_, max);
+            // The exact averages keep min <= max; rounded, a batch narrower than the range can leave them
+            // one ulp crossed (where PyTorch's qparams check fails): put in order (N4.7).
+            const float low = moving_average(observed_min_, min), high = moving_average(observed_max_, max);
+            observed_min_ = low <= high ? low : high;
+            observed_max_ = low <= high ? high : low;
         }
         set_from_range(observed_min_, observed_max_);
     }
