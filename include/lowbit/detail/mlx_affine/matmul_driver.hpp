@@ -4,9 +4,9 @@
 //   qgemv_f32_batch (small M, Bits in {2, 4, 8}): the GEMV's layout with each unpacked code vector
 //     shared by several rows of x (qgemv_batch.hpp: up to 4 rows two columns at a time, or on
 //     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
-//   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile and slice of
-//     about KC codes one panel of scaled codes and biases (qgemm_panel.hpp), each NR-column block of it
-//     reused by every register block (QgemmF32Ukernel) of the tile's rows.
+//   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile, slice of about
+//     KC codes and NR columns one panel block of scaled codes and biases (qgemm_panel.hpp), built into
+//     L1 right before every register block (QgemmF32Ukernel) of the tile's rows passes over it.
 #pragma once
 
 #include "../config.hpp"
@@ -130,15 +130,15 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
     const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
     constexpr Index slice_groups = blocking::template slice_groups<GroupSize>;
     parallel_for(static_cast<std::size_t>(n_tiles * m_blocks), grain, [&](std::size_t begin, std::size_t end) {
-        // Aligned, so that no vector load or store of the panel or the transposed words splits a cache line.
+        // One panel block of NR columns. Aligned, so that no vector load or store of the panel or the
+        // transposed words splits a cache line.
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
-            static_cast<std::size_t>(panel_offset<Arch, GroupSize>(slice_groups, 0, 0, blocking::NC)));
+            static_cast<std::size_t>(panel_offset<Arch, GroupSize>(slice_groups, 0, 0, NR)));
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
-            static_cast<std::size_t>(slice_groups * blocking::NC));
+            static_cast<std::size_t>(slice_groups * NR));
         std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(
-            panel_transposes_words<GroupSize, Bits>
-                ? static_cast<std::size_t>(slice_groups * words_per_group * blocking::NC)
-                : 0);
+            panel_transposes_words<GroupSize, Bits> ? static_cast<std::size_t>(slice_groups * words_per_group * NR)
+                                                     : 0);
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
@@ -146,12 +146,14 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
             const Index panel_stride = (nc + NR - 1) / NR * NR;
             for (Index g0 = 0; g0 < groups; g0 += slice_groups) {
                 const Index slice = std::min(slice_groups, groups - g0);
-                build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0, nc, panel_stride, panel.data(), slice_scales.data(),
-                                                   words_t.data());
-                // Columns outside, rows inside: one panel block (about KC x NR floats) stays in L1 while
-                // the tile's rows pass over it.
+                // Columns outside, rows inside: each NR-column block of the slice is built right before
+                // the tile's rows pass over it, so it goes from the builder's stores to the register
+                // blocks' loads in L1 (building the slice's whole panel first, 266 KiB through L2, was
+                // 1.02 to 1.04 times as slow for q4 and 1.11 for q8 at M = 32; benchmarks/README.md).
                 for (Index j = 0; j < panel_stride; j += NR) {
-                    const float* panel_block = panel.data() + panel_offset<Arch, GroupSize>(slice, 0, 0, j);
+                    build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j), panel.data(),
+                                                       slice_scales.data(), words_t.data());
+                    const float* panel_block = panel.data();
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         blocking::template run<Rows, GroupSize>(
                             panel_block, slice, x + m * x_stride + g0 * GroupSize, x_stride,

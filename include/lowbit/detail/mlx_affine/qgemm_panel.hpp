@@ -1,6 +1,7 @@
-// qgemm_f32 panel packing: the codes of a slice of groups of NC output columns, unpacked and scaled
-// into a float panel with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in {2, 4, 8},
-// the scalar block unpacker otherwise. Layout: one contiguous block per NR columns; inside it, per
+// qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
+// into a float panel block with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in
+// {2, 4, 8}, the scalar block unpacker otherwise. Layout: one contiguous block per NR columns (the
+// driver builds one block at a time, right before its register blocks read it); inside it, per
 // group of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so
 // a register block streams its block in order (no stride that maps its rows onto a few L1 sets):
 //
@@ -42,27 +43,28 @@ constexpr Index panel_offset(Index groups, Index i, Index k, Index j) noexcept {
 template <int GroupSize, int Bits>
 inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
 
-/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc) into panel, the blocked layout above:
-/// per group GroupSize rows of fl(s * q), then the biases. j runs to panel_stride, a multiple of NR;
-/// columns nc .. are zero. Scratch: slice_scales, groups * panel_stride floats; words_t, groups *
-/// words_per_group * panel_stride words (Arch::alignment()-aligned) when panel_transposes_words, else
-/// unused. The codes are turned from rows of q into columns W x W words at a time
-/// (simd::transpose_words), with the next slice prefetched: this reading of W rows at once is about a
-/// third of the GEMM's time at M = 32 (benchmarks/README.md).
+/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel as one block of the
+/// layout above: per group GroupSize rows of fl(s * q), then the biases; columns nc .. NR-1 are zero.
+/// Scratch: slice_scales, groups * NR floats; words_t, groups * words_per_group * NR words
+/// (Arch::alignment()-aligned) when panel_transposes_words, else unused. The codes are turned from
+/// rows of q into columns W x W words at a time (simd::transpose_words), with the same columns' next
+/// slice prefetched (about 0.3 ms of the 6.6 ms GEMM at M = 32, q4 4096 x 4096, twice that for q8;
+/// benchmarks/README.md).
 template <class Arch, int GroupSize, int Bits>
-void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
-                 Index panel_stride, float* panel, float* slice_scales, std::uint32_t* words_t) {
+void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
+                 float* slice_scales, std::uint32_t* words_t) {
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
     auto at = [panel, groups](Index i, Index k, Index j) {
         return panel + panel_offset<Arch, GroupSize>(groups, i, k, j);
     };
-    for (Index j = 0; j < panel_stride; ++j)
+    for (Index j = 0; j < NR; ++j)
         for (Index i = 0; i < groups; ++i) {
-            slice_scales[i * panel_stride + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
+            slice_scales[i * NR + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
             *at(i, GroupSize, j) = j < nc ? q.biases(n0 + j, g0 + i) : 0.0f;
         }
     if constexpr (panel_transposes_words<GroupSize, Bits>) {
-        // words_t[w * panel_stride + j] = word w of the slice in column j: squares of W columns x W words
+        // words_t[w * NR + j] = word w of the slice in column j: squares of W columns x W words
         // through simd::transpose_words, the rest (column and word tails, zero columns) word by word.
         using ubatch = xsimd::batch<std::uint32_t, Arch>;
         constexpr Index W = static_cast<Index>(ubatch::size);
@@ -80,21 +82,21 @@ void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index grou
                     __builtin_prefetch(words + r * row_words + slice_words, 0, 2);
                 }
                 simd::transpose_words(square);
-                for (Index c = 0; c < W; ++c) square[c].store_aligned(words_t + (w + c) * panel_stride + j);
+                for (Index c = 0; c < W; ++c) square[c].store_aligned(words_t + (w + c) * NR + j);
             }
-        for (Index j = 0; j < panel_stride; ++j)
+        for (Index j = 0; j < NR; ++j)
             for (Index w = j < square_columns ? square_words : 0; w < slice_words; ++w)
-                words_t[w * panel_stride + j] = j < nc ? q.codes(n0 + j, g0 * words_per_group + w) : 0u;
+                words_t[w * NR + j] = j < nc ? q.codes(n0 + j, g0 * words_per_group + w) : 0u;
 
         // Then unpack and scale W columns per vector.
         using fbatch = xsimd::batch<float, Arch>;
         constexpr int codes_per_word = 32 / Bits;
         const ubatch mask((std::uint32_t{1} << Bits) - 1);
         for (Index i = 0; i < groups; ++i)
-            for (Index j = 0; j < panel_stride; j += W) {
-                const fbatch scales = fbatch::load_unaligned(slice_scales + i * panel_stride + j);
+            for (Index j = 0; j < NR; j += W) {
+                const fbatch scales = fbatch::load_unaligned(slice_scales + i * NR + j);
                 for (int w = 0; w < words_per_group; ++w) {
-                    const ubatch words = ubatch::load_unaligned(words_t + (i * words_per_group + w) * panel_stride + j);
+                    const ubatch words = ubatch::load_unaligned(words_t + (i * words_per_group + w) * NR + j);
                     static_for<codes_per_word>([&](auto step) {
                         constexpr int t = decltype(step)::value;
                         const ubatch code = (words >> (t * Bits)) & mask;
@@ -107,10 +109,10 @@ void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index grou
         // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
         std::array<float, GroupSize> codes{};
         for (Index i = 0; i < groups; ++i)
-            for (Index j = 0; j < panel_stride; ++j) {
+            for (Index j = 0; j < NR; ++j) {
                 if (j < nc) unpack_codes<Bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
                 else codes.fill(0.0f);
-                const float scale = slice_scales[i * panel_stride + j];
+                const float scale = slice_scales[i * NR + j];
                 for (int k = 0; k < GroupSize; ++k) *at(i, k, j) = scale * codes[static_cast<std::size_t>(k)];
             }
     }

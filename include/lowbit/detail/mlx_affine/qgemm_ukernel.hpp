@@ -31,8 +31,8 @@ struct QgemmF32Ukernel {
     static constexpr Index MC = 256;                 ///< x rows per tile
     /// k per panel slice, in whole groups (slice_groups): one NR-column block of the slice's panel
     /// (KC + KC / GroupSize rows of NR floats: 33 KiB at g64 on AVX-512) stays in L1 while the tile's
-    /// rows pass over it, the whole panel (266 KiB) in L2, and each output is read and written once
-    /// per slice instead of once per group (benchmarks/README.md).
+    /// rows pass over it, and each output is read and written once per slice instead of once per group
+    /// (benchmarks/README.md).
     static constexpr Index KC = 256;
     template <int GroupSize>
     static constexpr Index slice_groups = KC / GroupSize > 0 ? KC / GroupSize : 1;
