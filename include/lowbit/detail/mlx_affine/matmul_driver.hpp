@@ -148,8 +148,8 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                 const Index slice = std::min(slice_groups, groups - g0);
                 // Columns outside, rows inside: each NR-column block of the slice is built right before
                 // the tile's rows pass over it, so it goes from the builder's stores to the register
-                // blocks' loads in L1 (building the slice's whole panel first, 266 KiB through L2, was
-                // 1.02 to 1.04 times as slow for q4 and 1.11 for q8 at M = 32; benchmarks/README.md).
+                // blocks' loads in L1 (building the slice's whole panel first, 266 KiB through L2, took
+                // 0.99 to 1.04 times as long for q4 and 1.11 times for q8 at M = 32; benchmarks/README.md).
                 for (Index j = 0; j < panel_stride; j += NR) {
                     build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j), panel.data(),
                                                        slice_scales.data(), words_t.data());
