@@ -1,6 +1,7 @@
 // The element-wise fake-quant kernels (forward, both backward masks, STE forward, calibration min/max)
-// against their scalar references, bit for bit (NaN: any NaN), for every length 0 .. 3W+1 at every
-// input/output misalignment, large random lengths, ties in every lane, and NaN, +-Inf, +-0, denormals.
+// against their scalar references, bit for bit (NaN: any NaN), for every length 0 .. (U+2)W+1 (U batches
+// per unrolled iteration: every tail of the unrolled and the single-batch loops) at every input/output
+// misalignment, large random lengths, ties in every lane, and NaN, +-Inf, +-0, denormals.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -159,12 +160,12 @@ void check_all_passes(const detail::FakeQuantParams& params, const std::vector<f
     }
 }
 
-TEST_CASE("fake-quant kernels equal the reference for every length 0 .. 3W+1 and misalignment",
+TEST_CASE("fake-quant kernels equal the reference for every length 0 .. (U+2)W+1 and misalignment",
           "[kernels][fake_quantize]") {
     auto rng = lowbit::test::make_rng(301);
     const auto cases = param_cases();
     for (const ParamCase& c : cases) {
-        for (std::size_t n = 0; n <= 3 * lanes + 1; ++n) {
+        for (std::size_t n = 0; n <= (detail::kernels::transform_unroll + 2) * lanes + 1; ++n) {
             const std::vector<float> x = make_inputs(rng, n, c.params);
             const std::vector<float> grad = lowbit::test::uniform_floats(rng, n, -2.0f, 2.0f);
             for (std::size_t offset : {std::size_t{0}, std::size_t{1}, lanes - 1}) {

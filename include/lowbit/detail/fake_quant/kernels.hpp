@@ -28,6 +28,7 @@
 #include <limits>
 
 #include "../simd.hpp"
+#include "../unroll.hpp"
 #include "params.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -136,6 +137,10 @@ struct CodeMaskOp {
     }
 };
 
+/// Batches per iteration of transform's loop: four independent chains (division, rounding, clamp and
+/// scale each) let the core overlap them (benchmarks/README.md).
+inline constexpr std::size_t transform_unroll = 4;
+
 /// out[i] = op(inputs[0][i], inputs[1][i], ...) for i < count (one input for forward passes, grad and x
 /// for masks). With Stream, full batches are written with non-temporal stores (the output never comes
 /// back through the caches); the caller fences. An input may be `out` itself.
@@ -155,6 +160,10 @@ inline void transform(const Op& op, float* out, std::size_t count, const Inputs*
         result.store_aligned(buffers[0]);
         std::memcpy(out + begin, buffers[0], length * sizeof(float));
     };
+    auto store = [out](std::size_t at, const batch& result) LOWBIT_ALWAYS_INLINE {
+        if constexpr (Stream) simd::store_stream(out + at, result);
+        else result.store_unaligned(out + at);
+    };
     std::size_t i = 0;
     if constexpr (Stream) {
         const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % Arch::alignment();
@@ -163,12 +172,16 @@ inline void transform(const Op& op, float* out, std::size_t count, const Inputs*
             partial(0, head);
             i = head;
         }
-        if (head == 0 || head < count) {
-            for (; i + lanes <= count; i += lanes) simd::store_stream(out + i, op(batch::load_unaligned(inputs + i)...));
-        }
-    } else {
-        for (; i + lanes <= count; i += lanes) op(batch::load_unaligned(inputs + i)...).store_unaligned(out + i);
     }
+    // transform_unroll batches per iteration, each an independent chain, then one at a time.
+    for (; i + transform_unroll * lanes <= count; i += transform_unroll * lanes) {
+        std::array<batch, transform_unroll> results;
+        static_for<transform_unroll>([&](auto u) LOWBIT_ALWAYS_INLINE {
+            results[u] = op(batch::load_unaligned(inputs + i + decltype(u)::value * lanes)...);
+        });
+        static_for<transform_unroll>([&](auto u) LOWBIT_ALWAYS_INLINE { store(i + decltype(u)::value * lanes, results[u]); });
+    }
+    for (; i + lanes <= count; i += lanes) store(i, op(batch::load_unaligned(inputs + i)...));
     if (i < count) partial(i, count - i);
 }
 
