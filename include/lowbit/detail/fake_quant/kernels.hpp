@@ -179,7 +179,9 @@ inline void transform(const Op& op, float* out, std::size_t count, const Inputs*
         static_for<transform_unroll>([&](auto u) LOWBIT_ALWAYS_INLINE {
             results[u] = op(batch::load_unaligned(inputs + i + decltype(u)::value * lanes)...);
         });
-        static_for<transform_unroll>([&](auto u) LOWBIT_ALWAYS_INLINE { store(i + decltype(u)::value * lanes, results[u]); });
+        static_for<transform_unroll>([&](auto u) LOWBIT_ALWAYS_INLINE {
+            store(i + decltype(u)::value * lanes, results[u]);
+        });
     }
     for (; i + lanes <= count; i += lanes) store(i, op(batch::load_unaligned(inputs + i)...));
     if (i < count) partial(i, count - i);
