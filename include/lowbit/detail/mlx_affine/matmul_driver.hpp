@@ -133,7 +133,7 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
         // One panel block of NR columns. Aligned, so that no vector load or store of the panel or the
         // transposed words splits a cache line.
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
-            static_cast<std::size_t>(panel_offset<Arch, GroupSize>(slice_groups, 0, 0, NR)));
+            static_cast<std::size_t>(panel_floats<Arch, GroupSize>(slice_groups)));
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
             static_cast<std::size_t>(slice_groups * NR));
         std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(

@@ -1,13 +1,13 @@
 // qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
 // into a float panel block with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in
-// {2, 4, 8}, the scalar block unpacker otherwise. Layout: one contiguous block per NR columns (the
-// driver builds one block at a time, right before its register blocks read it); inside it, per
-// group of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so
-// a register block streams its block in order (no stride that maps its rows onto a few L1 sets):
+// {2, 4, 8}, the scalar block unpacker otherwise. The driver builds one block at a time, right before
+// its register blocks read it. Layout: per group of the slice, GroupSize rows of scaled codes s * q
+// then one row of biases b, each NR floats, so a register block streams its block in order (no stride
+// that maps its rows onto a few L1 sets):
 //
-//   block of columns j0 .. j0+NR-1: | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
-//   element (group i of the slice, row k <= G, column j) at panel_offset(groups, i, k, j) =
-//       (j / NR) * block_stride + i * (G + 1) * NR + k * NR + j % NR,  block_stride = groups * (G + 1) * NR;
+//   | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
+//   element (group i of the slice, row k <= G, column j < NR) at panel_offset(i, k, j) =
+//       (i * (G + 1) + k) * NR + j;   panel_floats(groups) = groups * (G + 1) * NR in all;
 //   columns nc .. are zero. s * q is rounded once to float (docs/numerics.md N10).
 #pragma once
 
@@ -31,21 +31,25 @@ namespace detail::kernels {
 
 using Index = Eigen::Index;
 
-/// Offset of element (group i of the slice, row k <= GroupSize, column j) in a panel of `groups` groups
-/// (the layout above); panel_offset(groups, 0, 0, j) for j a multiple of NR is the start of j's block.
+/// Offset of element (group i of the slice, row k <= GroupSize, column j < NR) in a panel block.
 template <class Arch, int GroupSize>
-constexpr Index panel_offset(Index groups, Index i, Index k, Index j) noexcept {
-    constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
-    return (j / NR) * (groups * (GroupSize + 1) * NR) + (i * (GroupSize + 1) + k) * NR + j % NR;
+constexpr Index panel_offset(Index i, Index k, Index j) noexcept {
+    return (i * (GroupSize + 1) + k) * QgemmF32Ukernel<Arch>::NR + j;
+}
+
+/// Floats in a panel block of `groups` groups.
+template <class Arch, int GroupSize>
+constexpr Index panel_floats(Index groups) noexcept {
+    return panel_offset<Arch, GroupSize>(groups, 0, 0);
 }
 
 /// Whether build_panel uses its words_t scratch (the formats whose codes fill whole words).
 template <int GroupSize, int Bits>
 inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
 
-/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel as one block of the
-/// layout above: per group GroupSize rows of fl(s * q), then the biases; columns nc .. NR-1 are zero.
-/// Scratch: slice_scales, groups * NR floats; words_t, groups * words_per_group * NR words
+/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel (panel_floats(groups)
+/// floats), the layout above: per group GroupSize rows of fl(s * q), then the biases; columns nc ..
+/// NR-1 are zero. Scratch: slice_scales, groups * NR floats; words_t, groups * words_per_group * NR words
 /// (Arch::alignment()-aligned) when panel_transposes_words, else unused. The codes are turned from
 /// rows of q into columns W x W words at a time (simd::transpose_words), with the same columns' next
 /// slice prefetched (about 0.3 ms of the 6.6 ms GEMM at M = 32, q4 4096 x 4096, twice that for q8;
@@ -55,9 +59,7 @@ void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index grou
                  float* slice_scales, std::uint32_t* words_t) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
-    auto at = [panel, groups](Index i, Index k, Index j) {
-        return panel + panel_offset<Arch, GroupSize>(groups, i, k, j);
-    };
+    auto at = [panel](Index i, Index k, Index j) { return panel + panel_offset<Arch, GroupSize>(i, k, j); };
     for (Index j = 0; j < NR; ++j)
         for (Index i = 0; i < groups; ++i) {
             slice_scales[i * NR + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
