@@ -6,10 +6,10 @@
 // slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails
 // and panels whose words are not a whole number of transposed blocks are read), a large K, and odd
 // strides; each kernel also called directly over every M, and the GEMM on a layer's panels (built
-// once: QuantizedLinear's int8 forward) bit for bit against the per-call GEMM; the vectorized
-// activation quantizer against its reference; the integer sums bit for bit (inputs whose float
-// arithmetic is exact); all-zero groups; ties at .5; NaN and Inf; and the documented bound of the
-// int8 path against the f32 path.
+// once: QuantizedLinear's int8 forward; for one row, panels walked in pairs) bit for bit against the
+// per-call GEMM; the vectorized activation quantizer against its reference; the integer sums bit for
+// bit (inputs whose float arithmetic is exact); all-zero groups; ties at .5; NaN and Inf; and the
+// documented bound of the int8 path against the f32 path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -184,6 +184,12 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the pa
             for (const Index groups : {1, 3})
                 check_against_reference<G, B>(rng, M, N, groups * G, M % 2, N % 3, Int8Runner::layer_panels);
     check_against_reference<G, B>(rng, 3, 300, 512, 1, 0, Int8Runner::layer_panels);  // several panels per pass and thread
+    // One row walks two panels side by side, half the range apart (an odd last one alone): 10 and 7
+    // panels over one or two threads; two rows one at a time.
+    for (const Index M : {1, 2}) {
+        check_against_reference<G, B>(rng, M, 300, 512, 0, 1, Int8Runner::layer_panels);
+        check_against_reference<G, B>(rng, M, 200, 3 * G, 1, 0, Int8Runner::layer_panels);
+    }
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",

@@ -8,8 +8,8 @@
 //                       (the template parameter says how wide the codes can be);
 //   merge(a, b)       : [a0+a1, a2+a3, ..., b0+b1, b2+b3, ...] (adjacent lanes summed, a's first);
 //   broadcast32(p)   : the 4 bytes at p in every int32 lane (the GEMM's activation quad);
-//   transpose_words(rows, out, stride): out[i * stride + r] = 32-bit word i of rows[r], r, i < lanes
-//                       (the GEMM's weight panel);
+//   transpose_words(rows, out): out[i][r] = 32-bit word i of rows[r], r, i < lanes (the GEMM's weight
+//                       panel, whose rows of words need not be evenly spaced);
 //   and the float epilogue: fvec, fzero, fload_partial(p, count), fload(p), fstore(p, v), fbroadcast(f),
 //   fmul, fadd, fmadd(a, b, c) = a * b + c (one rounding), to_float, freduce.
 #pragma once
@@ -51,7 +51,7 @@ struct avx512_vnni {
         std::memcpy(&quad, p, sizeof quad);
         return _mm512_set1_epi32(quad);
     }
-    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* out, std::ptrdiff_t stride) noexcept {
+    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* const* out) noexcept {
         // Masked forms with all lanes on: GCC 12's plain unpack/shuffle intrinsics start from an undefined
         // register that -Wuninitialized reports (GCC bug 105593, as in freduce below).
         constexpr __mmask16 all32 = 0xFFFF;
@@ -77,10 +77,10 @@ struct avx512_vnni {
         for (int j = 0; j < 4; ++j) {
             const __m512i even01 = shuffle(r[j], r[4 + j], even{}), odd01 = shuffle(r[j], r[4 + j], odd{});
             const __m512i even23 = shuffle(r[8 + j], r[12 + j], even{}), odd23 = shuffle(r[8 + j], r[12 + j], odd{});
-            _mm512_storeu_si512(out + j * stride, shuffle(even01, even23, even{}));
-            _mm512_storeu_si512(out + (8 + j) * stride, shuffle(even01, even23, odd{}));
-            _mm512_storeu_si512(out + (4 + j) * stride, shuffle(odd01, odd23, even{}));
-            _mm512_storeu_si512(out + (12 + j) * stride, shuffle(odd01, odd23, odd{}));
+            _mm512_storeu_si512(out[j], shuffle(even01, even23, even{}));
+            _mm512_storeu_si512(out[8 + j], shuffle(even01, even23, odd{}));
+            _mm512_storeu_si512(out[4 + j], shuffle(odd01, odd23, even{}));
+            _mm512_storeu_si512(out[12 + j], shuffle(odd01, odd23, odd{}));
         }
     }
     static vec merge(vec a, vec b) noexcept {
@@ -151,7 +151,7 @@ struct avx2 {
         std::memcpy(&quad, p, sizeof quad);
         return _mm256_set1_epi32(quad);
     }
-    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* out, std::ptrdiff_t stride) noexcept {
+    static void transpose_words(const std::uint8_t* const* rows, std::uint32_t* const* out) noexcept {
         __m256i r[8], t[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i]));
         for (int i = 0; i < 4; ++i) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
@@ -165,8 +165,8 @@ struct avx2 {
             r[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
         }
         for (int j = 0; j < 4; ++j) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * stride), _mm256_permute2x128_si256(r[j], r[4 + j], 0x20));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (4 + j) * stride), _mm256_permute2x128_si256(r[j], r[4 + j], 0x31));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[j]), _mm256_permute2x128_si256(r[j], r[4 + j], 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[4 + j]), _mm256_permute2x128_si256(r[j], r[4 + j], 0x31));
         }
     }
     static vec merge(vec a, vec b) noexcept {

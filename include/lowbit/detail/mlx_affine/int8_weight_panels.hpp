@@ -21,13 +21,13 @@ LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
 /// Every weight panel of one QuantizedMatrix, for a microkernel of `columns` (NR) weight rows per panel:
-/// panel p holds words [w][NR], scales and biases [g][NR] at p * panel_words / p * panel_groups.
-/// columns == 0: not built (format or instruction set without panels).
+/// panel p at p * panel_units 32-bit units of `units`, one record per weight group (its code words, then
+/// its scales and biases: qgemm_i8_panel.hpp). columns == 0: not built (format or instruction set
+/// without panels).
 struct Int8WeightPanels {
     int columns = 0;
-    Eigen::Index panels = 0, panel_words = 0, panel_groups = 0;
-    std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> words;
-    std::vector<float, xsimd::aligned_allocator<float, 64>> scales, biases;
+    Eigen::Index panels = 0, panel_units = 0;
+    std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> units;
 };
 
 /// A layer's panels, built at most once (std::call_once: concurrent first forwards are safe) and

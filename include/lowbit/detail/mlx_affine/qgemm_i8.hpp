@@ -1,8 +1,10 @@
 // The threaded drivers of the int8-activation GEMM (docs/numerics.md N11): x quantized and packed once
 // per call (qgemm_i8_panel.hpp), weight rows packed a few panels at a time per thread (qgemm_i8) or
 // once per layer (qgemm_i8_prepacked, Int8WeightPanels), and the microkernel (qgemm_i8_ukernel.hpp)
-// run over every row block against a few panels at a time while they are in L2. Threads take ranges of panels (NR output columns each); each output is computed by one tile
-// in a fixed order, so the thread count never changes a result.
+// run over every row block against a few panels at a time while they are in L2; one row (the GEMV)
+// walks two panels side by side instead. Threads take ranges of panels (NR output columns each); each
+// output is computed by one tile in a fixed order, so neither the thread count nor the pairing of
+// panels changes a result.
 #pragma once
 
 #include "../config.hpp"
@@ -24,15 +26,63 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// The tiles of panels [p_begin, p_end) (`codes`, `scales`, `biases`: panel p_begin's; consecutive
-/// panels at panel_words / panel_groups) for every row block: out[m * out_stride + n] for n < N. With
-/// fetch_panels (panels not just packed by this thread), the first row block prefetches them.
+/// Up to this many activation rows (one row block), int8_panel_tiles walks panels in pairs
+/// (int8_panel_tiles_paired). Against one panel at a time with the prefetch (q4 g64 4096 x 4096, one
+/// program, Zen 5), M = 1: over DRAM 1.07 to 1.12 times as fast at 1 thread (q8 0.98 to 1.07) and 1.01
+/// to 1.02 at 2, over L3 1.22 to 1.42 (q8 1.14 to 1.20). Pairing M = 2 as well gained for q4 (DRAM
+/// 1.09 to 1.11, L3 1.26 to 1.29) but lost a fifth for q8 over DRAM (benchmarks/README.md).
+inline constexpr int int8_paired_rows = 1;
+
+/// int8_panel_tiles for one block of R <= int8_paired_rows activation rows: panel i beside panel i +
+/// half of [p_begin, p_end) (an odd last panel alone), so that the tiles read two sequential streams,
+/// with no software prefetch.
+template <class Ops, int GroupSize, int Bits, int R>
+void int8_panel_tiles_paired(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
+                             Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, float* out,
+                             Eigen::Index out_stride) {
+    using shape = Int8TileShape<Ops>;
+    constexpr int NJ = shape::vectors, NR = shape::columns;
+    const Eigen::Index half = (p_end - p_begin) / 2;
+    alignas(64) float tiles[2 * R * NR];
+    auto store = [&](const float* tile, Eigen::Index p) {
+        const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
+        for (int r = 0; r < R; ++r) std::copy(tile + r * NR, tile + r * NR + columns, out + r * out_stride + p * NR);
+    };
+    auto run = [&]<int NP>(std::integral_constant<int, NP>, Eigen::Index i) {
+        int8_tile<Ops, GroupSize, Bits, R, NJ, NP>(blocks.quads.data(), blocks.a.data(), blocks.x_sum.data(),
+                                                   panels + i * panel_units, blocks.groups, false, tiles,
+                                                   half * panel_units);
+    };
+    for (Eigen::Index i = 0; i < half; ++i) {
+        run(std::integral_constant<int, 2>{}, i);
+        store(tiles, p_begin + i);
+        store(tiles + R * NR, p_begin + half + i);
+    }
+    if ((p_end - p_begin) % 2 != 0) {
+        run(std::integral_constant<int, 1>{}, p_end - 1 - p_begin);
+        store(tiles, p_end - 1);
+    }
+}
+
+/// The tiles of panels [p_begin, p_end) (`panels`: panel p_begin's first unit; consecutive panels
+/// panel_units apart) for every row block: out[m * out_stride + n] for n < N. With fetch_panels (panels
+/// not just packed by this thread), the first row block prefetches them. A block of up to
+/// int8_paired_rows rows (the only one): the paired walk, without prefetch.
 template <class Ops, int GroupSize, int Bits>
-void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, const float* scales,
-                      const float* biases, Eigen::Index panel_words, Eigen::Index panel_groups, Eigen::Index p_begin,
-                      Eigen::Index p_end, Eigen::Index N, bool fetch_panels, float* out, Eigen::Index out_stride) {
+void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
+                      Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, bool fetch_panels, float* out,
+                      Eigen::Index out_stride) {
     using shape = Int8TileShape<Ops>;
     constexpr int MR = shape::rows, NJ = shape::vectors, NR = shape::columns;
+    if (blocks.count == 1 && blocks.rows(0) <= int8_paired_rows) {
+        static_for<int8_paired_rows>([&](auto r_constant) {
+            constexpr int R = decltype(r_constant)::value + 1;
+            if (blocks.rows(0) == R)
+                int8_panel_tiles_paired<Ops, GroupSize, Bits, R>(blocks, panels, panel_units, p_begin, p_end, N, out,
+                                                                 out_stride);
+        });
+        return;
+    }
     const Eigen::Index K = blocks.quads_per_row * 4, groups = blocks.groups;
     alignas(64) float tile[MR * NR];
     for (Eigen::Index block = 0; block < blocks.count; ++block) {
@@ -45,8 +95,7 @@ void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, c
             static_for<MR>([&](auto r_constant) {
                 constexpr int R = decltype(r_constant)::value + 1;
                 if (rows == R)
-                    int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, codes + i * panel_words,
-                                                           scales + i * panel_groups, biases + i * panel_groups, groups,
+                    int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, panels + i * panel_units, groups,
                                                            fetch_panels && block == 0, tile);
             });
             const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
@@ -56,10 +105,10 @@ void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* codes, c
     }
 }
 
-/// Panels walked at a time: about 256 KiB of words, so that they stay in L2 while every row block
-/// (MR rows x K bytes, in L1) passes over them.
-inline Eigen::Index int8_panels_per_pass(Eigen::Index panel_words) {
-    return std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / panel_words);
+/// Panels walked at a time: about 256 KiB, so that they stay in L2 while every row block (MR rows x K
+/// bytes, in L1) passes over them.
+inline Eigen::Index int8_panels_per_pass(Eigen::Index panel_units) {
+    return std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / panel_units);
 }
 
 /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (rows with stride x_stride, finite) and q,
@@ -70,26 +119,22 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
     using layout = Int8PanelLayout<GroupSize, Bits>;
     using shape = Int8TileShape<Ops>;
     constexpr int MR = shape::rows, NR = shape::columns;
-    const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize, words = layout::words(K);
+    const Eigen::Index N = q.rows(), K = q.cols();
     const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    const Eigen::Index panels = (N + NR - 1) / NR;
-    const Eigen::Index panel_words = words * NR, panel_groups = groups * NR;
-    const Eigen::Index chunk = int8_panels_per_pass(panel_words);
+    const Eigen::Index panels = (N + NR - 1) / NR, panel_units = layout::panel_units(K, NR);
+    const Eigen::Index chunk = int8_panels_per_pass(panel_units);
     parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t begin, std::size_t end) {
         const Eigen::Index p_begin = static_cast<Eigen::Index>(begin), p_end = static_cast<Eigen::Index>(end);
         const Eigen::Index held = std::min(chunk, p_end - p_begin);
-        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> panel_codes(static_cast<std::size_t>(held * panel_words));
-        std::vector<float, xsimd::aligned_allocator<float, 64>> panel_scales(static_cast<std::size_t>(held * panel_groups)),
-            panel_biases(panel_scales.size());
+        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> held_panels(
+            static_cast<std::size_t>(held * panel_units));
         std::vector<std::uint8_t> unpacked(layout::packed ? 0 : static_cast<std::size_t>(NR * K));
         for (Eigen::Index p0 = p_begin; p0 < p_end; p0 += chunk) {
             const Eigen::Index p1 = std::min(p0 + chunk, p_end);
             for (Eigen::Index p = p0; p < p1; ++p)
-                pack_weight_panel_int8<Ops, NR>(q, p * NR, panel_codes.data() + (p - p0) * panel_words,
-                                           panel_scales.data() + (p - p0) * panel_groups,
-                                           panel_biases.data() + (p - p0) * panel_groups, unpacked.data());
-            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panel_codes.data(), panel_scales.data(), panel_biases.data(),
-                                                   panel_words, panel_groups, p0, p1, N, false, out, out_stride);
+                pack_weight_panel_int8<Ops, NR>(q, p * NR, held_panels.data() + (p - p0) * panel_units, unpacked.data());
+            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, held_panels.data(), panel_units, p0, p1, N, false, out,
+                                                   out_stride);
         }
     });
 }
@@ -102,14 +147,15 @@ void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, c
                         Eigen::Index N, Eigen::Index K, float* out, Eigen::Index out_stride) {
     constexpr int MR = Int8TileShape<Ops>::rows;
     const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    const Eigen::Index chunk = int8_panels_per_pass(panels.panel_words);
+    // Passes keep panels in L2 while the row blocks go over them; a paired walk has one block, so its
+    // pass is the thread's whole range (pairs half the range apart: two distant streams; pairs within
+    // a pass of 256 KiB ran slower over DRAM).
+    const Eigen::Index chunk = M <= int8_paired_rows ? panels.panels : int8_panels_per_pass(panels.panel_units);
     parallel_for(static_cast<std::size_t>(panels.panels), 1, [&](std::size_t begin, std::size_t end) {
         for (auto p0 = static_cast<Eigen::Index>(begin); p0 < static_cast<Eigen::Index>(end); p0 += chunk) {
             const Eigen::Index p1 = std::min(p0 + chunk, static_cast<Eigen::Index>(end));
-            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panels.words.data() + p0 * panels.panel_words,
-                                                   panels.scales.data() + p0 * panels.panel_groups,
-                                                   panels.biases.data() + p0 * panels.panel_groups, panels.panel_words,
-                                                   panels.panel_groups, p0, p1, N, true, out, out_stride);
+            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panels.units.data() + p0 * panels.panel_units,
+                                                   panels.panel_units, p0, p1, N, true, out, out_stride);
         }
     });
 }

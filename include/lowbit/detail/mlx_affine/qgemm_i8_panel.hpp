@@ -6,9 +6,18 @@
 // unpacked to one byte each (S = 1). Step t of a word, (word >> t*Bits) & mask per byte, holds in byte b
 // the code b*S + t; one dot instruction on it sums 4 codes against the activation quad (xq at those 4
 // positions) broadcast to every lane.
-//   weight panel: words [w][NR] (word w of each of the NR rows, zero rows past N), scales and biases
-//                 [g][NR] (zero past N); built per call, per thread, for a few panels at a time, or
-//                 once per layer for all of them (Int8WeightPanels, int8_weight_panels.hpp).
+//   weight panel: one record per weight group, in group order, in 32-bit units (rows past N zero):
+//
+//                   record g, at g * record_units(NR), record_units(NR) = (WPG + 2) * NR units
+//                   +---------------------------------------+------------+------------+
+//                   | words [WPG][NR] (u32)                 | scales[NR] | biases[NR] |
+//                   | word w of group g of each of NR rows  | f32 bits   | f32 bits   |
+//                   +---------------------------------------+------------+------------+
+//
+//                 (WPG = words per group). A panel is one sequential stream, which the hardware
+//                 prefetcher follows from DRAM or L3 (words, scales and biases in three arrays were
+//                 three streams: benchmarks/README.md). Built per call, per thread, for a few panels
+//                 at a time, or once per layer for all of them (Int8WeightPanels, int8_weight_panels.hpp).
 //   x block:      quads [w][t][r][4 bytes] for the r rows of a row block, a and xsum [g][r]; built once
 //                 per call for every row block.
 #pragma once
@@ -44,6 +53,12 @@ struct Int8PanelLayout {
     static constexpr int words_per_group = GroupSize / word_codes;
     static_assert(GroupSize % word_codes == 0, "Int8PanelLayout: a group must be whole words");
     static Eigen::Index words(Eigen::Index K) { return K / word_codes; }
+    /// 32-bit units of one group's record in a panel of NR rows: its words, then scales, then biases.
+    static constexpr Eigen::Index record_units(int NR) { return Eigen::Index{words_per_group + 2} * NR; }
+    static constexpr Eigen::Index scales_offset(int NR) { return Eigen::Index{words_per_group} * NR; }
+    static constexpr Eigen::Index biases_offset(int NR) { return Eigen::Index{words_per_group + 1} * NR; }
+    /// 32-bit units of a panel of NR rows over K codes.
+    static Eigen::Index panel_units(Eigen::Index K, int NR) { return K / GroupSize * record_units(NR); }
 };
 
 /// Activations of one call, quantized (N11) and packed in ceil(M / MR) row blocks of at most MR rows,
@@ -141,23 +156,30 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
     return blocks;
 }
 
-/// out[w * NR + r] = 32-bit word w of row r, for r < NR and w < words: rows[r] holds `words` words
-/// for r < rows, rows past that are zeros. Whole blocks of L rows x L words (L = Ops::lanes) go through
-/// Ops::transpose_words, the rest word by word. Word w of every row, then the next: the rows are read
-/// as sequential streams and the panel written in order.
+/// out_row(w)[r] = 32-bit word w of row r, for r < NR and w < words, where out_row(w) = out +
+/// (w / per_record) * record_units + (w % per_record) * NR (a panel's records: per_record of the words
+/// in each): rows[r] holds `words` words for r < rows, rows past that are zeros. Whole blocks of L rows
+/// x L words (L = Ops::lanes) go through Ops::transpose_words, the rest word by word. Word w of every
+/// row, then the next: the rows are read as sequential streams and the panel written in order.
 template <class Ops, int NR>
-void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index rows, Eigen::Index words, std::uint32_t* out) {
+void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index rows, Eigen::Index words,
+                             Eigen::Index per_record, Eigen::Index record_units, std::uint32_t* out) {
     constexpr int L = Ops::lanes;
     static_assert(NR % L == 0, "transpose_to_panel_int8: a panel must be whole vectors");
+    auto out_row = [&](Eigen::Index w) { return out + w / per_record * record_units + w % per_record * NR; };
     const Eigen::Index whole_rows = rows / L * L, whole_words = words / L * L;
     for (Eigen::Index w0 = 0; w0 < whole_words; w0 += L)
         for (Eigen::Index r0 = 0; r0 < whole_rows; r0 += L) {
             const std::uint8_t* block_rows[L];
-            for (int i = 0; i < L; ++i) block_rows[i] = rows_in[r0 + i] + 4 * w0;
-            Ops::transpose_words(block_rows, out + w0 * NR + r0, NR);
+            std::uint32_t* block_out[L];
+            for (int i = 0; i < L; ++i) {
+                block_rows[i] = rows_in[r0 + i] + 4 * w0;
+                block_out[i] = out_row(w0 + i) + r0;
+            }
+            Ops::transpose_words(block_rows, block_out);
         }
     for (Eigen::Index w = 0; w < words; ++w) {
-        std::uint32_t* panel_row = out + w * NR;
+        std::uint32_t* panel_row = out_row(w);
         for (Eigen::Index r = (w < whole_words ? whole_rows : 0); r < NR; ++r) {
             if (r < rows) std::memcpy(panel_row + r, rows_in[r] + 4 * w, 4);
             else std::memset(panel_row + r, 0, 4);  // the panel may hold floats (scales, biases)
@@ -165,12 +187,12 @@ void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index ro
     }
 }
 
-/// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel: words [w][NR],
-/// scales and biases [g][NR]. `unpacked` is scratch of NR * K bytes (used for 3, 5 and 6 bits). Ops
-/// (detail/arch/x86_int8.hpp) transposes the words.
+/// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel (panel_units(K, NR)
+/// units at `panel`, the record layout above). `unpacked` is scratch of NR * K bytes (used for 3, 5 and
+/// 6 bits). Ops (detail/arch/x86_int8.hpp) transposes the words.
 template <class Ops, int NR, int GroupSize, int Bits>
-void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::Index n0, std::uint32_t* words_out,
-                            float* scales_out, float* biases_out, std::uint8_t* unpacked) {
+void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::Index n0, std::uint32_t* panel,
+                            std::uint8_t* unpacked) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     static_assert(sizeof(float) == 4, "pack_weight_panel_int8: floats are moved as 32-bit words");
     const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
@@ -188,9 +210,10 @@ void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::In
         scale_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.scales(n0 + r, 0));
         bias_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.biases(n0 + r, 0));
     }
-    transpose_to_panel_int8<Ops, NR>(code_rows, rows, layout::words(K), words_out);
-    transpose_to_panel_int8<Ops, NR>(scale_rows, rows, groups, reinterpret_cast<std::uint32_t*>(scales_out));
-    transpose_to_panel_int8<Ops, NR>(bias_rows, rows, groups, reinterpret_cast<std::uint32_t*>(biases_out));
+    constexpr Eigen::Index record = layout::record_units(NR);
+    transpose_to_panel_int8<Ops, NR>(code_rows, rows, layout::words(K), layout::words_per_group, record, panel);
+    transpose_to_panel_int8<Ops, NR>(scale_rows, rows, groups, 1, record, panel + layout::scales_offset(NR));
+    transpose_to_panel_int8<Ops, NR>(bias_rows, rows, groups, 1, record, panel + layout::biases_offset(NR));
 }
 
 /// Every panel of q (ceil(N / NR) of them), for Bits in {2, 4, 8} (the words are q's own); threads
@@ -199,20 +222,14 @@ template <class Ops, int NR, int GroupSize, int Bits>
 Int8WeightPanels pack_weight_panels_int8(const QuantizedMatrix<GroupSize, Bits>& q) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     static_assert(layout::packed, "pack_weight_panels_int8: 3, 5 and 6 bits unpack codes per call instead");
-    const Eigen::Index K = q.cols(), groups = K / GroupSize;
     Int8WeightPanels all;
     all.columns = NR;
     all.panels = (q.rows() + NR - 1) / NR;
-    all.panel_words = layout::words(K) * NR;
-    all.panel_groups = groups * NR;
-    all.words.resize(static_cast<std::size_t>(all.panels * all.panel_words));
-    all.scales.resize(static_cast<std::size_t>(all.panels * all.panel_groups));
-    all.biases.resize(all.scales.size());
+    all.panel_units = layout::panel_units(q.cols(), NR);
+    all.units.resize(static_cast<std::size_t>(all.panels * all.panel_units));
     parallel_for(static_cast<std::size_t>(all.panels), 1, [&](std::size_t begin, std::size_t end) {
         for (auto p = static_cast<Eigen::Index>(begin); p < static_cast<Eigen::Index>(end); ++p)
-            pack_weight_panel_int8<Ops, NR>(q, p * NR, all.words.data() + p * all.panel_words,
-                                            all.scales.data() + p * all.panel_groups,
-                                            all.biases.data() + p * all.panel_groups, nullptr);
+            pack_weight_panel_int8<Ops, NR>(q, p * NR, all.units.data() + p * all.panel_units, nullptr);
     });
     return all;
 }
