@@ -26,37 +26,31 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// Up to this many activation rows (one row block), int8_panel_tiles walks panels in pairs
-/// (int8_panel_tiles_paired). Against one panel at a time with the prefetch (q4 g64 4096 x 4096, one
-/// program, Zen 5), M = 1: over DRAM 1.07 to 1.12 times as fast at 1 thread (q8 0.98 to 1.07) and 1.01
-/// to 1.02 at 2, over L3 1.22 to 1.42 (q8 1.14 to 1.20). Pairing M = 2 as well gained for q4 (DRAM
-/// 1.09 to 1.11, L3 1.26 to 1.29) but lost a fifth for q8 over DRAM (benchmarks/README.md).
-inline constexpr int int8_paired_rows = 1;
-
-/// int8_panel_tiles for one block of R <= int8_paired_rows activation rows: panel i beside panel i +
-/// half of [p_begin, p_end) (an odd last panel alone), so that the tiles read two sequential streams,
-/// with no software prefetch.
-template <class Ops, int GroupSize, int Bits, int R>
-void int8_panel_tiles_paired(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
-                             Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, float* out,
-                             Eigen::Index out_stride) {
+/// int8_panel_tiles for one activation row (M = 1, one row block): panel i beside panel i + half of
+/// [p_begin, p_end) (an odd last panel alone), so that the tiles read two sequential streams, with no
+/// software prefetch. Against one panel at a time with the prefetch (q4 g64 4096 x 4096, one program,
+/// Zen 5): over DRAM 1.07 to 1.12 times as fast at 1 thread (q8 0.98 to 1.07) and 1.01 to 1.02 at 2,
+/// over L3 1.22 to 1.42 (q8 1.14 to 1.20). Pairing M = 2 as well gained for q4 (DRAM 1.09 to 1.11, L3
+/// 1.26 to 1.29) but lost a fifth for q8 over DRAM (benchmarks/README.md).
+template <class Ops, int GroupSize, int Bits>
+void int8_panel_tiles_one_row(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
+                              Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, float* out) {
     using shape = Int8TileShape<Ops>;
     constexpr int NJ = shape::vectors, NR = shape::columns;
     const Eigen::Index half = (p_end - p_begin) / 2;
-    alignas(64) float tiles[2 * R * NR];
+    alignas(64) float tiles[2 * NR];
     auto store = [&](const float* tile, Eigen::Index p) {
-        const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
-        for (int r = 0; r < R; ++r) std::copy(tile + r * NR, tile + r * NR + columns, out + r * out_stride + p * NR);
+        std::copy(tile, tile + std::min<Eigen::Index>(NR, N - p * NR), out + p * NR);
     };
     auto run = [&]<int NP>(std::integral_constant<int, NP>, Eigen::Index i) {
-        int8_tile<Ops, GroupSize, Bits, R, NJ, NP>(blocks.quads.data(), blocks.a.data(), blocks.x_sum.data(),
+        int8_tile<Ops, GroupSize, Bits, 1, NJ, NP>(blocks.quads.data(), blocks.a.data(), blocks.x_sum.data(),
                                                    panels + i * panel_units, blocks.groups, false, tiles,
                                                    half * panel_units);
     };
     for (Eigen::Index i = 0; i < half; ++i) {
         run(std::integral_constant<int, 2>{}, i);
         store(tiles, p_begin + i);
-        store(tiles + R * NR, p_begin + half + i);
+        store(tiles + NR, p_begin + half + i);
     }
     if ((p_end - p_begin) % 2 != 0) {
         run(std::integral_constant<int, 1>{}, p_end - 1 - p_begin);
@@ -66,23 +60,16 @@ void int8_panel_tiles_paired(const Int8RowBlocks& blocks, const std::uint32_t* p
 
 /// The tiles of panels [p_begin, p_end) (`panels`: panel p_begin's first unit; consecutive panels
 /// panel_units apart) for every row block: out[m * out_stride + n] for n < N. With fetch_panels (panels
-/// not just packed by this thread), the first row block prefetches them. A block of up to
-/// int8_paired_rows rows (the only one): the paired walk, without prefetch.
+/// not just packed by this thread), the first row block prefetches them. One row: the paired walk of
+/// int8_panel_tiles_one_row, without prefetch.
 template <class Ops, int GroupSize, int Bits>
 void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
                       Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, bool fetch_panels, float* out,
                       Eigen::Index out_stride) {
     using shape = Int8TileShape<Ops>;
     constexpr int MR = shape::rows, NJ = shape::vectors, NR = shape::columns;
-    if (blocks.count == 1 && blocks.rows(0) <= int8_paired_rows) {
-        static_for<int8_paired_rows>([&](auto r_constant) {
-            constexpr int R = decltype(r_constant)::value + 1;
-            if (blocks.rows(0) == R)
-                int8_panel_tiles_paired<Ops, GroupSize, Bits, R>(blocks, panels, panel_units, p_begin, p_end, N, out,
-                                                                 out_stride);
-        });
-        return;
-    }
+    if (blocks.count == 1 && blocks.rows(0) == 1)
+        return int8_panel_tiles_one_row<Ops, GroupSize, Bits>(blocks, panels, panel_units, p_begin, p_end, N, out);
     const Eigen::Index K = blocks.quads_per_row * 4, groups = blocks.groups;
     alignas(64) float tile[MR * NR];
     for (Eigen::Index block = 0; block < blocks.count; ++block) {
@@ -147,10 +134,10 @@ void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, c
                         Eigen::Index N, Eigen::Index K, float* out, Eigen::Index out_stride) {
     constexpr int MR = Int8TileShape<Ops>::rows;
     const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    // Passes keep panels in L2 while the row blocks go over them; a paired walk has one block, so its
-    // pass is the thread's whole range (pairs half the range apart: two distant streams; pairs within
-    // a pass of 256 KiB ran slower over DRAM).
-    const Eigen::Index chunk = M <= int8_paired_rows ? panels.panels : int8_panels_per_pass(panels.panel_units);
+    // Passes keep panels in L2 while the row blocks go over them; one row is one block, so its pass is
+    // the thread's whole range (pairs half the range apart: two distant streams; pairs within a pass of
+    // 256 KiB ran slower over DRAM).
+    const Eigen::Index chunk = M == 1 ? panels.panels : int8_panels_per_pass(panels.panel_units);
     parallel_for(static_cast<std::size_t>(panels.panels), 1, [&](std::size_t begin, std::size_t end) {
         for (auto p0 = static_cast<Eigen::Index>(begin); p0 < static_cast<Eigen::Index>(end); p0 += chunk) {
             const Eigen::Index p1 = std::min(p0 + chunk, static_cast<Eigen::Index>(end));

@@ -87,10 +87,13 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
             static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                 static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { acc[m][j] = Ops::zero(); });
             });
+            // The record's floats, stored bit for bit in its 32-bit units (Ops::fload may alias them).
+            const float* scales = reinterpret_cast<const float*>(record + layout::scales_offset(NR));
+            const float* biases = reinterpret_cast<const float*>(record + layout::biases_offset(NR));
             if (prefetch)  // the scale and bias lines of the record ahead (its words: in the word loop)
                 static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                    prefetch_ahead<ahead_bytes>(record + layout::scales_offset(NR) + j * L);
-                    prefetch_ahead<ahead_bytes>(record + layout::biases_offset(NR) + j * L);
+                    prefetch_ahead<ahead_bytes>(scales + j * L);
+                    prefetch_ahead<ahead_bytes>(biases + j * L);
                 });
             for (int w0 = 0; w0 < WPG; w0 += unrolled) {
                 static_for<unrolled>([&](auto w_constant) LOWBIT_ALWAYS_INLINE {
@@ -118,9 +121,6 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
                     });
                 });
             }
-            // The record's floats, stored bit for bit in its 32-bit units (Ops::fload may alias them).
-            const float* scales = reinterpret_cast<const float*>(record + layout::scales_offset(NR));
-            const float* biases = reinterpret_cast<const float*>(record + layout::biases_offset(NR));
             fvec s[NJ], b[NJ];
             static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
                 s[j] = Ops::fload(scales + j * L);
