@@ -6,7 +6,8 @@
 //     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
 //   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile, slice of about
 //     KC codes and NR columns one panel block of scaled codes and biases (qgemm_panel.hpp), built into
-//     L1 right before every register block (QgemmF32Ukernel) of the tile's rows passes over it.
+//     L1 right before every register block (QgemmF32Ukernel) of the tile's rows passes over it (on
+//     AVX-512, unpacked inside the last register block over the block before).
 #pragma once
 
 #include "../config.hpp"
@@ -134,16 +135,17 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
         // transposed words splits a cache line.
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
             static_cast<std::size_t>(panel_floats<Arch, GroupSize>(slice_groups)));
-        std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> slice_scales(
-            static_cast<std::size_t>(slice_groups * NR));
-        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, Arch::alignment()>> words_t(
-            panel_transposes_words<GroupSize, Bits> ? static_cast<std::size_t>(slice_groups * words_per_group * NR)
-                                                     : 0);
+        PanelScratch<Arch, GroupSize, Bits> scratch(groups, slice_groups);
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
             const Index nc = std::min(blocking::NC, N - n0), mc = std::min(blocking::MC, M - m0);
             const Index panel_stride = (nc + NR - 1) / NR * NR;
+            gather_tile_scales<Arch>(q, n0, nc, scratch);
+            auto block_scales = [&](Index g0, Index j) {
+                return PanelBlockScales{scratch.scales_t.data() + g0 * blocking::NC + j,
+                                        scratch.biases_t.data() + g0 * blocking::NC + j};
+            };
             for (Index g0 = 0; g0 < groups; g0 += slice_groups) {
                 const Index slice = std::min(slice_groups, groups - g0);
                 // Columns outside, rows inside: each NR-column block of the slice is built right before
@@ -151,14 +153,44 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                 // blocks' loads in L1 (building the slice's whole panel first, 266 KiB through L2, took
                 // 0.99 to 1.04 times as long for q4 and 1.11 times for q8 at M = 32; benchmarks/README.md).
                 for (Index j = 0; j < panel_stride; j += NR) {
-                    build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j), panel.data(),
-                                                       slice_scales.data(), words_t.data());
+                    // Where fuses_panel_build: the tile's next block (the next NR columns, or the next
+                    // slice's first ones) is unpacked inside the last register block over this one, each
+                    // word's rows right after that block has read them, so that the unpacking runs
+                    // beside the fmas instead of after them (benchmarks/README.md). Its words and scales
+                    // are gathered first; only the tile's first block is built on its own.
+                    const bool slice_ends = j + NR >= panel_stride;
+                    const Index next_g0 = slice_ends ? g0 + slice : g0, next_j = slice_ends ? 0 : j + NR;
+                    const Index next_slice = std::min(slice_groups, groups - next_g0);
+                    const bool unpack_next = fuses_panel_build<Arch, GroupSize, Bits> && next_g0 < groups;
+                    if (!fuses_panel_build<Arch, GroupSize, Bits> || (g0 == 0 && j == 0))
+                        build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j),
+                                                           panel.data(), scratch, block_scales(g0, j));
+                    if (unpack_next)
+                        gather_panel_words<Arch>(q, next_g0, next_slice, n0 + next_j,
+                                                 std::min<Index>(NR, nc - next_j), scratch);
+                    const PanelBlockScales next_scales = block_scales(next_g0, next_j);
                     const float* panel_block = panel.data();
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
-                        blocking::template run<Rows, GroupSize>(
-                            panel_block, slice, x + m * x_stride + g0 * GroupSize, x_stride,
-                            x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
-                            std::min<Index>(NR, nc - j), g0 == 0);
+                        auto run = [&]<int Chunk, class AfterChunk>(AfterChunk after_chunk) {
+                            blocking::template run<Rows, GroupSize, Chunk>(
+                                panel_block, slice, x + m * x_stride + g0 * GroupSize, x_stride,
+                                x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
+                                std::min<Index>(NR, nc - j), g0 == 0, after_chunk);
+                        };
+                        if constexpr (fuses_panel_build<Arch, GroupSize, Bits>) {
+                            if (unpack_next && m + Rows == m0 + mc) {
+                                // The next slice may be shorter (the last one of K): groups past it stay.
+                                run.template operator()<32 / Bits>([&](Index i, int c) LOWBIT_ALWAYS_INLINE {
+                                    if (i >= next_slice) return;
+                                    if (c < words_per_group)
+                                        unpack_panel_word<Arch>(scratch, next_scales, i, c, panel.data());
+                                    else
+                                        store_panel_biases<Arch, GroupSize>(next_scales, i, panel.data());
+                                });
+                                return;
+                            }
+                        }
+                        run.template operator()<GroupSize>(typename blocking::NoHook{});
                     };
                     Index m = m0;
                     for (; m + MR <= m0 + mc; m += MR) block(std::integral_constant<int, MR>{}, m);

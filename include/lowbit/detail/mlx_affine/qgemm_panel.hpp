@@ -1,7 +1,9 @@
 // qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
 // into a float panel block with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in
 // {2, 4, 8}, the scalar block unpacker otherwise. The driver builds one block at a time, right before
-// its register blocks read it. Layout: per group of the slice, GroupSize rows of scaled codes s * q
+// its register blocks read it, or (fuses_panel_build) unpacks it word by word inside the last register
+// block over the block before, in place. The scales and biases are turned into rows once per tile of
+// NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group of the slice, GroupSize rows of scaled codes s * q
 // then one row of biases b, each NR floats, so a register block streams its block in order (no stride
 // that maps its rows onto a few L1 sets):
 //
@@ -16,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -47,76 +50,157 @@ constexpr Index panel_floats(Index groups) noexcept {
 template <int GroupSize, int Bits>
 inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
 
-/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel (panel_floats(groups)
-/// floats), the layout above: per group GroupSize rows of fl(s * q), then the biases; columns nc ..
-/// NR-1 are zero. Scratch: slice_scales, groups * NR floats; words_t, groups * words_per_group * NR words
-/// (Arch::alignment()-aligned) when panel_transposes_words, else unused. The codes are turned from
-/// rows of q into columns W x W words at a time (simd::transpose_words), with the same columns' next
-/// slice prefetched (about 0.3 ms of the 6.6 ms GEMM at M = 32, q4 4096 x 4096, twice that for q8;
-/// benchmarks/README.md).
+/// Whether qgemm_f32 unpacks the next panel block inside the last register block over this one
+/// (unpack_panel_word between its steps): the formats whose codes fill whole words, where the registers
+/// hold the register block and the unpacking both (32 vector registers: AVX-512).
 template <class Arch, int GroupSize, int Bits>
-void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
-                 float* slice_scales, std::uint32_t* words_t) {
+inline constexpr bool fuses_panel_build = panel_transposes_words<GroupSize, Bits> && QgemmF32Ukernel<Arch>::W >= 16;
+
+/// out[c * out_stride + r] = src[r * src_stride + c] for r < rows, c < cols (32-bit elements): squares of
+/// W x W through simd::transpose_words, the row and column tails element by element. Each square's rows
+/// are prefetched into L2 prefetch_ahead elements on (W rows a stride apart defeat the hardware
+/// prefetcher; a prefetch past the matrix never faults). out is Arch::alignment()-aligned, out_stride a
+/// multiple of W.
+template <class Arch, class T>
+void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* out, Index out_stride,
+                     Index prefetch_ahead) {
+    static_assert(sizeof(T) == 4, "transpose_block: 32-bit elements");
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr Index W = static_cast<Index>(ubatch::size);
+    const Index square_rows = rows / W * W, square_cols = cols / W * W;
+    std::array<ubatch, W> square;
+    for (Index r0 = 0; r0 < square_rows; r0 += W)
+        for (Index c0 = 0; c0 < square_cols; c0 += W) {
+            const T* from = src + r0 * src_stride + c0;
+            for (Index r = 0; r < W; ++r) {
+                square[r] = simd::bit_cast<std::uint32_t>(xsimd::batch<T, Arch>::load_unaligned(from + r * src_stride));
+                if (prefetch_ahead != 0) __builtin_prefetch(from + r * src_stride + prefetch_ahead, 0, 2);
+            }
+            simd::transpose_words(square);
+            for (Index c = 0; c < W; ++c)
+                simd::bit_cast<T>(square[c]).store_aligned(out + (c0 + c) * out_stride + r0);
+        }
+    for (Index r = 0; r < rows; ++r)
+        for (Index c = r < square_rows ? square_cols : 0; c < cols; ++c) out[c * out_stride + r] = src[r * src_stride + c];
+}
+
+/// The scratch of qgemm_f32's panel builds, Arch::alignment()-aligned:
+///   scales_t, biases_t: the tile's scales and biases turned into rows of NC columns,
+///     scales_t[g * NC + c] = scale of group g in column n0 + c (zero from column nc on), all groups;
+///   words_t (panel_transposes_words): one panel block's code words turned into columns,
+///     words_t[w * NR + j] = word w of the slice in column j (zero from column nc on).
+template <class Arch, int GroupSize, int Bits>
+struct PanelScratch {
+    template <class T>
+    using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, Arch::alignment()>>;
+    static constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
+    static constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+
+    PanelScratch(Index groups, Index slice_groups)
+        : scales_t(static_cast<std::size_t>(groups * NC)), biases_t(static_cast<std::size_t>(groups * NC)),
+          words_t(panel_transposes_words<GroupSize, Bits>
+                      ? static_cast<std::size_t>(slice_groups * words_per_group * NR)
+                      : 0) {}
+    aligned_vector<float> scales_t, biases_t;
+    aligned_vector<std::uint32_t> words_t;
+};
+
+/// Fills scratch.scales_t and biases_t for the tile of columns [n0, n0 + nc), nc <= NC (once per tile:
+/// the panel blocks of every slice read their scales and biases from there).
+template <class Arch, int GroupSize, int Bits>
+void gather_tile_scales(const QuantizedMatrix<GroupSize, Bits>& q, Index n0, Index nc,
+                        PanelScratch<Arch, GroupSize, Bits>& scratch) {
+    constexpr Index NC = QgemmF32Ukernel<Arch>::NC;
+    const Index groups = q.scales.cols();
+    transpose_block<Arch>(&q.scales(n0, 0), groups, nc, groups, scratch.scales_t.data(), NC, 0);
+    transpose_block<Arch>(&q.biases(n0, 0), groups, nc, groups, scratch.biases_t.data(), NC, 0);
+    for (Index g = 0; g < groups; ++g)
+        for (Index c = nc; c < NC; ++c) {
+            scratch.scales_t[static_cast<std::size_t>(g * NC + c)] = 0.0f;
+            scratch.biases_t[static_cast<std::size_t>(g * NC + c)] = 0.0f;
+        }
+}
+
+/// Fills scratch.words_t with the code words of groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <=
+/// NR (panel_transposes_words), prefetching the same columns' next slice.
+template <class Arch, int GroupSize, int Bits>
+void gather_panel_words(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
+                        PanelScratch<Arch, GroupSize, Bits>& scratch) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
-    auto at = [panel](Index i, Index k, Index j) { return panel + panel_offset<Arch, GroupSize>(i, k, j); };
-    for (Index j = 0; j < NR; ++j)
-        for (Index i = 0; i < groups; ++i) {
-            slice_scales[i * NR + j] = j < nc ? q.scales(n0 + j, g0 + i) : 0.0f;
-            *at(i, GroupSize, j) = j < nc ? q.biases(n0 + j, g0 + i) : 0.0f;
-        }
-    if constexpr (panel_transposes_words<GroupSize, Bits>) {
-        // words_t[w * NR + j] = word w of the slice in column j: squares of W columns x W words
-        // through simd::transpose_words, the rest (column and word tails, zero columns) word by word.
-        using ubatch = xsimd::batch<std::uint32_t, Arch>;
-        constexpr Index W = static_cast<Index>(ubatch::size);
-        const Index slice_words = groups * words_per_group;
-        const Index square_columns = nc / W * W, square_words = slice_words / W * W;
-        const Index row_words = q.codes.cols();
-        std::array<ubatch, W> square;
-        for (Index j = 0; j < square_columns; j += W)
-            for (Index w = 0; w < square_words; w += W) {
-                const std::uint32_t* words = &q.codes(n0 + j, g0 * words_per_group + w);
-                for (Index r = 0; r < W; ++r) {
-                    square[r] = ubatch::load_unaligned(words + r * row_words);
-                    // The same words of the next slice, into L2: W rows a row of codes apart defeat the
-                    // hardware prefetcher (a prefetch past the matrix never faults).
-                    __builtin_prefetch(words + r * row_words + slice_words, 0, 2);
-                }
-                simd::transpose_words(square);
-                for (Index c = 0; c < W; ++c) square[c].store_aligned(words_t + (w + c) * NR + j);
-            }
-        for (Index j = 0; j < NR; ++j)
-            for (Index w = j < square_columns ? square_words : 0; w < slice_words; ++w)
-                words_t[w * NR + j] = j < nc ? q.codes(n0 + j, g0 * words_per_group + w) : 0u;
+    const Index slice_words = groups * words_per_group;
+    transpose_block<Arch>(&q.codes(n0, g0 * words_per_group), q.codes.cols(), nc, slice_words,
+                          scratch.words_t.data(), NR, slice_words);
+    for (Index w = 0; w < slice_words; ++w)
+        for (Index j = nc; j < NR; ++j) scratch.words_t[static_cast<std::size_t>(w * NR + j)] = 0u;
+}
 
-        // Then unpack and scale W columns per vector.
-        using fbatch = xsimd::batch<float, Arch>;
-        constexpr int codes_per_word = 32 / Bits;
-        const ubatch mask((std::uint32_t{1} << Bits) - 1);
-        for (Index i = 0; i < groups; ++i)
-            for (Index j = 0; j < NR; j += W) {
-                const fbatch scales = fbatch::load_unaligned(slice_scales + i * NR + j);
-                for (int w = 0; w < words_per_group; ++w) {
-                    const ubatch words = ubatch::load_unaligned(words_t + (i * words_per_group + w) * NR + j);
-                    static_for<codes_per_word>([&](auto step) {
-                        constexpr int t = decltype(step)::value;
-                        const ubatch code = (words >> (t * Bits)) & mask;
-                        (xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code)) * scales)
-                            .store_unaligned(at(i, w * codes_per_word + t, j));
-                    });
-                }
-            }
-    } else {
-        // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
-        std::array<float, GroupSize> codes{};
-        for (Index i = 0; i < groups; ++i)
+/// Where one panel block reads its scales and biases: scratch.scales_t and biases_t at the slice's first
+/// group and the block's first column (rows NC apart).
+struct PanelBlockScales {
+    const float* scales;
+    const float* biases;
+};
+
+/// The panel rows of code word w of group i of the slice (rows w * codes_per_word ..), fl(s * q) for all
+/// NR columns, W per vector, from scratch.words_t (panel_transposes_words).
+template <class Arch, int GroupSize, int Bits>
+LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, GroupSize, Bits>& scratch,
+                                                   PanelBlockScales block, Index i, int w, float* panel) {
+    static_assert(panel_transposes_words<GroupSize, Bits>, "unpack_panel_word: codes must fill whole words");
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC, W = static_cast<Index>(ubatch::size);
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group, codes_per_word = 32 / Bits;
+    const ubatch mask((std::uint32_t{1} << Bits) - 1);
+    static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
+        constexpr Index j = decltype(column_vector)::value * W;
+        const fbatch scales = fbatch::load_aligned(block.scales + i * NC + j);
+        const ubatch words = ubatch::load_aligned(scratch.words_t.data() + (i * words_per_group + w) * NR + j);
+        static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
+            constexpr int t = decltype(step)::value;
+            const ubatch code = (words >> (t * Bits)) & mask;
+            (xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code)) * scales)
+                .store_aligned(panel + panel_offset<Arch, GroupSize>(i, w * codes_per_word + t, j));
+        });
+    });
+}
+
+/// The bias row of group i of the slice.
+template <class Arch, int GroupSize>
+LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Index i, float* panel) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC, W = static_cast<Index>(fbatch::size);
+    float* row = panel + panel_offset<Arch, GroupSize>(i, GroupSize, 0);
+    for (Index j = 0; j < NR; j += W) fbatch::load_aligned(block.biases + i * NC + j).store_aligned(row + j);
+}
+
+/// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel (panel_floats(groups)
+/// floats, Arch::alignment()-aligned), the layout above: per group GroupSize rows of fl(s * q), then the
+/// biases; columns nc .. NR-1 are zero. Scales and biases from block (gather_tile_scales). Vector unpack
+/// for the formats whose codes fill whole words (gather_panel_words, then unpack_panel_word for every
+/// word), the scalar block unpacker otherwise.
+template <class Arch, int GroupSize, int Bits>
+void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
+                 PanelScratch<Arch, GroupSize, Bits>& scratch, PanelBlockScales block) {
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
+    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    if constexpr (panel_transposes_words<GroupSize, Bits>) gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
+    for (Index i = 0; i < groups; ++i) {
+        if constexpr (panel_transposes_words<GroupSize, Bits>) {
+            for (int w = 0; w < words_per_group; ++w) unpack_panel_word<Arch>(scratch, block, i, w, panel);
+        } else {
+            // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
+            std::array<float, GroupSize> codes{};
             for (Index j = 0; j < NR; ++j) {
                 if (j < nc) unpack_codes<Bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
                 else codes.fill(0.0f);
-                const float scale = slice_scales[i * NR + j];
-                for (int k = 0; k < GroupSize; ++k) *at(i, k, j) = scale * codes[static_cast<std::size_t>(k)];
+                const float scale = block.scales[i * NC + j];
+                for (int k = 0; k < GroupSize; ++k)
+                    panel[panel_offset<Arch, GroupSize>(i, k, j)] = scale * codes[static_cast<std::size_t>(k)];
             }
+        }
+        store_panel_biases<Arch, GroupSize>(block, i, panel);
     }
 }
 

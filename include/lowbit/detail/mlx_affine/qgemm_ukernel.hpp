@@ -24,6 +24,11 @@ using Index = Eigen::Index;
 /// sizes are declared here and read by the driver and by the tests' shape loops.
 template <class Arch>
 struct QgemmF32Ukernel {
+    /// The default of run's after_chunk: nothing.
+    struct NoHook {
+        LOWBIT_ALWAYS_INLINE void operator()(Index, int) const noexcept {}
+    };
+
     static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
     static constexpr int NR = 2 * W;                 ///< panel columns per register block
     static constexpr int MR = W >= 16 ? 8 : 6;       ///< x rows per register block (MR * 2 accumulators)
@@ -41,11 +46,16 @@ struct QgemmF32Ukernel {
     ///   out = (first ? 0 : out) + sum over the groups' k of x * fl(s * q) + sum over the groups of sum(x) * b,
     /// accumulated in that order (per group its GroupSize codes, then its bias row). x: the block's first
     /// row at the slice's first k; x_sum: that row's sum for the slice's first group. Writes only the
-    /// first `cols` columns of out.
-    template <int Rows, int GroupSize>
+    /// first `cols` columns of out. after_chunk(i, c) runs after the steps of rows [c * Chunk, (c + 1) *
+    /// Chunk) of group i (c = GroupSize / Chunk: after its bias row), when the block has read them: it
+    /// may overwrite them (the driver unpacks the next panel block there; it must fit in the registers
+    /// the accumulators leave).
+    template <int Rows, int GroupSize, int Chunk = GroupSize, class AfterChunk = NoHook>
     LOWBIT_NOINLINE static void run(const float* block, Index groups, const float* x, Index x_stride,
                                     const float* x_sum, Index x_sum_stride, float* out, Index out_stride, Index cols,
-                                    bool first) {
+                                    bool first, AfterChunk after_chunk = {}) {
+        static_assert(GroupSize % Chunk == 0, "QgemmF32Ukernel::run: Chunk must divide GroupSize");
+        constexpr int chunks = GroupSize / Chunk;
         using fbatch = xsimd::batch<float, Arch>;
         std::array<fbatch, Rows> acc0, acc1;
         acc0.fill(fbatch(0.0f));
@@ -63,8 +73,12 @@ struct QgemmF32Ukernel {
             });
         };
         for (Index i = 0; i < groups; ++i) {
-            for (int k = 0; k < GroupSize; ++k) step(x + i * GroupSize + k, x_stride);
+            for (int c = 0; c < chunks; ++c) {
+                for (int k = c * Chunk; k < (c + 1) * Chunk; ++k) step(x + i * GroupSize + k, x_stride);
+                after_chunk(i, c);
+            }
             step(x_sum + i, x_sum_stride);
+            after_chunk(i, chunks);
         }
         // static_for here too: a runtime index into acc0 / acc1 keeps them in memory, and Clang 14 at
         // -O2 then stores every accumulator after each fma above.
