@@ -26,6 +26,7 @@
 #include "matmul_common.hpp"
 #include "qgemm_panel.hpp"
 #include "qgemm_ukernel.hpp"
+#include "qgemm_x_panel.hpp"
 #include "qgemv.hpp"
 #include "qgemv_batch.hpp"
 
@@ -126,6 +127,10 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
 
     const Index n_tiles = (N + blocking::NC - 1) / blocking::NC;
     const Index m_blocks = (M + blocking::MC - 1) / blocking::MC;
+    // x packed once per call in the register blocks' order.
+    const PackedX<Arch, GroupSize> x_packed(x, x_stride, M, x_sum.data(), groups);
+    const Index x_block_floats = groups * (GroupSize + 1);
+
     // Tiny problems stay on one thread: a tile must be worth handing to a worker (about 2 MFLOP).
     const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
     const std::size_t grain = tile_flops >= 2e6 ? 1 : static_cast<std::size_t>(n_tiles * m_blocks);
@@ -173,9 +178,9 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         auto run = [&]<int Chunk, class AfterChunk>(AfterChunk after_chunk) {
                             blocking::template run<Rows, GroupSize, Chunk>(
-                                panel_block, slice, x + m * x_stride + g0 * GroupSize, x_stride,
-                                x_sum.data() + m * groups + g0, groups, out + m * out_stride + n0 + j, out_stride,
-                                std::min<Index>(NR, nc - j), g0 == 0, after_chunk);
+                                panel_block, slice, x_packed.data() + m * x_block_floats + g0 * (GroupSize + 1) * Rows,
+                                out + m * out_stride + n0 + j, out_stride, std::min<Index>(NR, nc - j), g0 == 0,
+                                after_chunk);
                         };
                         if constexpr (fuses_panel_build<Arch, GroupSize, Bits>) {
                             if (unpack_next && m + Rows == m0 + mc) {

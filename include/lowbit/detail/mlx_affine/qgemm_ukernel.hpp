@@ -44,40 +44,40 @@ struct QgemmF32Ukernel {
 
     /// One Rows x NR register block over `groups` groups of one panel block (qgemm_panel.hpp's layout):
     ///   out = (first ? 0 : out) + sum over the groups' k of x * fl(s * q) + sum over the groups of sum(x) * b,
-    /// accumulated in that order (per group its GroupSize codes, then its bias row). x: the block's first
-    /// row at the slice's first k; x_sum: that row's sum for the slice's first group. Writes only the
-    /// first `cols` columns of out. after_chunk(i, c) runs after the steps of rows [c * Chunk, (c + 1) *
-    /// Chunk) of group i (c = GroupSize / Chunk: after its bias row), when the block has read them: it
-    /// may overwrite them (the driver unpacks the next panel block there; it must fit in the registers
-    /// the accumulators leave).
+    /// accumulated in that order (per group its GroupSize codes, then its bias row). x_block: the block's
+    /// rows of x packed as the panel block is (pack_x_block: per group GroupSize steps of x, then one of
+    /// sum(x), each Rows floats), from the slice's first group. Writes only the first `cols` columns of
+    /// out. after_chunk(i, c) runs after the steps of rows [c * Chunk, (c + 1) * Chunk) of group i (c =
+    /// GroupSize / Chunk: after its bias row), when the block has read them: it may overwrite them (the
+    /// driver unpacks the next panel block there; it must fit in the registers the accumulators leave).
     template <int Rows, int GroupSize, int Chunk = GroupSize, class AfterChunk = NoHook>
-    LOWBIT_NOINLINE static void run(const float* block, Index groups, const float* x, Index x_stride,
-                                    const float* x_sum, Index x_sum_stride, float* out, Index out_stride, Index cols,
-                                    bool first, AfterChunk after_chunk = {}) {
+    LOWBIT_NOINLINE static void run(const float* block, Index groups, const float* x_block, float* out,
+                                    Index out_stride, Index cols, bool first, AfterChunk after_chunk = {}) {
         static_assert(GroupSize % Chunk == 0, "QgemmF32Ukernel::run: Chunk must divide GroupSize");
         constexpr int chunks = GroupSize / Chunk;
         using fbatch = xsimd::batch<float, Arch>;
         std::array<fbatch, Rows> acc0, acc1;
         acc0.fill(fbatch(0.0f));
         acc1.fill(fbatch(0.0f));
-        auto step = [&](const float* a_column, Index a_stride) LOWBIT_ALWAYS_INLINE {
+        auto step = [&]() LOWBIT_ALWAYS_INLINE {
             const fbatch b0 = fbatch::load_unaligned(block);
             const fbatch b1 = fbatch::load_unaligned(block + W);
             block += NR;
             // Unrolled by static_for, not left to the optimizer: GCC 12 at -O2 keeps a runtime loop over
             // the rows here, with the accumulators in memory (2.5x slower; benchmarks/README.md).
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                const fbatch a(a_column[decltype(r)::value * a_stride]);
+                const fbatch a(x_block[decltype(r)::value]);
                 acc0[r] = simd::fma(a, b0, acc0[r]);
                 acc1[r] = simd::fma(a, b1, acc1[r]);
             });
+            x_block += Rows;
         };
         for (Index i = 0; i < groups; ++i) {
             for (int c = 0; c < chunks; ++c) {
-                for (int k = c * Chunk; k < (c + 1) * Chunk; ++k) step(x + i * GroupSize + k, x_stride);
+                for (int k = 0; k < Chunk; ++k) step();
                 after_chunk(i, c);
             }
-            step(x_sum + i, x_sum_stride);
+            step();
             after_chunk(i, chunks);
         }
         // static_for here too: a runtime index into acc0 / acc1 keeps them in memory, and Clang 14 at
