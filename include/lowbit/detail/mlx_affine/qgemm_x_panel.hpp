@@ -65,7 +65,7 @@ void pack_x_block(const float* x, Index x_stride, const float* x_sum, Index x_su
 /// rows, blocks of MR rows, the tile's last one of the rest): the block of rows [m, m + Rows) at m *
 /// groups * (GroupSize + 1) floats, laid out by pack_x_block<Rows>. x_sum: M rows of `groups` group sums.
 /// Blocks split over threads. The buffer is the calling thread's, kept between calls up to
-/// retained_bytes (allocated per call, its first touch cost 2 to 6 % of the GEMM at M = 256 and 512 in
+/// retained_bytes (allocated per call, its first touch cost 2 to 7 % of the GEMM at M = 256 and 512 in
 /// page faults; benchmarks/README.md) and released at the end of a call that needed more.
 template <class Arch, int GroupSize>
 class PackedX {
