@@ -177,10 +177,11 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                     const float* panel_block = panel.data();
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         auto run = [&]<int Chunk, class AfterChunk>(AfterChunk after_chunk) {
-                            blocking::template run<Rows, GroupSize, Chunk>(
-                                panel_block, slice, x_packed.data() + m * x_block_floats + g0 * (GroupSize + 1) * Rows,
-                                out + m * out_stride + n0 + j, out_stride, std::min<Index>(NR, nc - j), g0 == 0,
-                                after_chunk);
+                            const float* x_block = x_packed.data() + m * x_block_floats + g0 * (GroupSize + 1) * Rows;
+                            blocking::template run<Rows, GroupSize, Chunk>(panel_block, slice, x_block,
+                                                                           out + m * out_stride + n0 + j, out_stride,
+                                                                           std::min<Index>(NR, nc - j), g0 == 0,
+                                                                           after_chunk);
                         };
                         if constexpr (fuses_panel_build<Arch, GroupSize, Bits>) {
                             if (unpack_next && m + Rows == m0 + mc) {

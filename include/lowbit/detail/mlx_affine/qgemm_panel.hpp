@@ -3,9 +3,9 @@
 // {2, 4, 8}, the scalar block unpacker otherwise. The driver builds one block at a time, right before
 // its register blocks read it, or (fuses_panel_build) unpacks it word by word inside the last register
 // block over the block before, in place. The scales and biases are turned into rows once per tile of
-// NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group of the slice, GroupSize rows of scaled codes s * q
-// then one row of biases b, each NR floats, so a register block streams its block in order (no stride
-// that maps its rows onto a few L1 sets):
+// NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group
+// of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so a
+// register block streams its block in order (no stride that maps its rows onto a few L1 sets):
 //
 //   | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
 //   element (group i of the slice, row k <= G, column j < NR) at panel_offset(i, k, j) =
@@ -81,7 +81,8 @@ void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* 
                 simd::bit_cast<T>(square[c]).store_aligned(out + (c0 + c) * out_stride + r0);
         }
     for (Index r = 0; r < rows; ++r)
-        for (Index c = r < square_rows ? square_cols : 0; c < cols; ++c) out[c * out_stride + r] = src[r * src_stride + c];
+        for (Index c = r < square_rows ? square_cols : 0; c < cols; ++c)
+            out[c * out_stride + r] = src[r * src_stride + c];
 }
 
 /// The scratch of qgemm_f32's panel builds, Arch::alignment()-aligned:
@@ -150,7 +151,8 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Grou
     static_assert(panel_transposes_words<GroupSize, Bits>, "unpack_panel_word: codes must fill whole words");
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC, W = static_cast<Index>(ubatch::size);
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
+    constexpr Index W = static_cast<Index>(ubatch::size);
     constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group, codes_per_word = 32 / Bits;
     const ubatch mask((std::uint32_t{1} << Bits) - 1);
     static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
@@ -170,7 +172,8 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Grou
 template <class Arch, int GroupSize>
 LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Index i, float* panel) {
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC, W = static_cast<Index>(fbatch::size);
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
+    constexpr Index W = static_cast<Index>(fbatch::size);
     float* row = panel + panel_offset<Arch, GroupSize>(i, GroupSize, 0);
     for (Index j = 0; j < NR; j += W) fbatch::load_aligned(block.biases + i * NC + j).store_aligned(row + j);
 }
