@@ -129,7 +129,6 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
     const Index m_blocks = (M + blocking::MC - 1) / blocking::MC;
     // x packed once per call in the register blocks' order.
     const PackedX<Arch, GroupSize> x_packed(x, x_stride, M, x_sum.data(), groups);
-    const Index x_block_floats = groups * (GroupSize + 1);
 
     // Tiny problems stay on one thread: a tile must be worth handing to a worker (about 2 MFLOP).
     const double tile_flops = 2.0 * double(std::min(M, blocking::MC)) * double(std::min(N, blocking::NC)) * double(K);
@@ -177,8 +176,8 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<Gr
                     const float* panel_block = panel.data();
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         auto run = [&]<int Chunk, class AfterChunk>(AfterChunk after_chunk) {
-                            const float* x_block = x_packed.data() + m * x_block_floats + g0 * (GroupSize + 1) * Rows;
-                            blocking::template run<Rows, GroupSize, Chunk>(panel_block, slice, x_block,
+                            blocking::template run<Rows, GroupSize, Chunk>(panel_block, slice,
+                                                                           x_packed.block(m, Rows, g0),
                                                                            out + m * out_stride + n0 + j, out_stride,
                                                                            std::min<Index>(NR, nc - j), g0 == 0,
                                                                            after_chunk);

@@ -30,19 +30,18 @@ namespace detail::kernels {
 using Index = Eigen::Index;
 
 /// x_block[(g * (GroupSize + 1) + k) * Rows + r] = x[r * x_stride + g * GroupSize + k] for k < GroupSize,
-/// and x_sum[r * x_sum_stride + g] at k = GroupSize, for r < Rows, g < groups: a register block's rows of
+/// and x_sum[r * groups + g] at k = GroupSize, for r < Rows, g < groups: a register block's rows of
 /// x in the order QgemmF32Ukernel::run steps through them (one broadcast stream, no row stride). W x W
 /// squares through simd::transpose_words where Rows <= W, element by element otherwise.
 template <class Arch, int GroupSize, int Rows>
-void pack_x_block(const float* x, Index x_stride, const float* x_sum, Index x_sum_stride, Index groups,
-                  float* x_block) {
+void pack_x_block(const float* x, Index x_stride, const float* x_sum, Index groups, float* x_block) {
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr Index W = static_cast<Index>(ubatch::size);
+    std::array<ubatch, W> square{};  // rows Rows .. W-1 hold leftovers: their lanes are never stored
+    alignas(64) std::array<float, W> lanes;
     for (Index g = 0; g < groups; ++g) {
         float* steps = x_block + g * (GroupSize + 1) * Rows;
         if constexpr (Rows <= W && GroupSize % W == 0) {
-            std::array<ubatch, W> square{};
-            alignas(64) std::array<float, W> lanes;
             for (Index k0 = 0; k0 < GroupSize; k0 += W) {
                 for (Index r = 0; r < Rows; ++r)
                     square[static_cast<std::size_t>(r)] = simd::bit_cast<std::uint32_t>(
@@ -57,31 +56,32 @@ void pack_x_block(const float* x, Index x_stride, const float* x_sum, Index x_su
             for (Index r = 0; r < Rows; ++r)
                 for (Index k = 0; k < GroupSize; ++k) steps[k * Rows + r] = x[r * x_stride + g * GroupSize + k];
         }
-        for (Index r = 0; r < Rows; ++r) steps[GroupSize * Rows + r] = x_sum[r * x_sum_stride + g];
+        for (Index r = 0; r < Rows; ++r) steps[GroupSize * Rows + r] = x_sum[r * groups + g];
     }
 }
 
 /// x packed for QgemmF32Ukernel::run, M rows in register blocks as qgemm_f32 walks them (per tile of MC
 /// rows, blocks of MR rows, the tile's last one of the rest): the block of rows [m, m + Rows) at m *
-/// groups * (GroupSize + 1) floats, laid out by pack_x_block<Rows>. x_sum: M rows of `groups` group sums.
-/// Blocks split over threads. The buffer is the calling thread's, kept between calls up to
+/// groups * (GroupSize + 1) floats, laid out by pack_x_block<Rows> (block()). x_sum: M rows of `groups`
+/// group sums. Blocks split over threads, blocks_per_range at a time. The buffer is the calling thread's, kept between calls up to
 /// retained_bytes (allocated per call, its first touch cost 2 to 7 % of the GEMM at M = 256 and 512 in
 /// page faults; benchmarks/README.md) and released at the end of a call that needed more.
 template <class Arch, int GroupSize>
 class PackedX {
 public:
     static constexpr std::size_t retained_bytes = std::size_t{16} << 20;
+    static constexpr std::size_t blocks_per_range = 8;
 
-    PackedX(const float* x, Index x_stride, Index M, const float* x_sum, Index groups) : floats_(buffer()) {
+    PackedX(const float* x, Index x_stride, Index M, const float* x_sum, Index groups)
+        : floats_(buffer()), groups_(groups) {
         using blocking = QgemmF32Ukernel<Arch>;
         constexpr int MR = blocking::MR;
-        const Index block_floats = groups * (GroupSize + 1);
-        floats_.resize(static_cast<std::size_t>(M * block_floats));
+        floats_.resize(static_cast<std::size_t>(M * groups * (GroupSize + 1)));
         std::vector<Index> block_rows;  // the first row of every register block, then M
         for (Index m0 = 0; m0 < M; m0 += blocking::MC)
             for (Index m = m0; m < std::min(M, m0 + blocking::MC); m += MR) block_rows.push_back(m);
         block_rows.push_back(M);
-        parallel_for(block_rows.size() - 1, 8, [&](std::size_t begin, std::size_t end) {
+        parallel_for(block_rows.size() - 1, blocks_per_range, [&](std::size_t begin, std::size_t end) {
             for (std::size_t b = begin; b < end; ++b) {
                 const Index m = block_rows[b], rows = block_rows[b + 1] - m;
                 static_for<MR + 1>([&](auto count) {
@@ -89,7 +89,7 @@ public:
                     if constexpr (Rows > 0)
                         if (rows == Rows)
                             pack_x_block<Arch, GroupSize, Rows>(x + m * x_stride, x_stride, x_sum + m * groups,
-                                                                groups, groups, floats_.data() + m * block_floats);
+                                                                groups, floats_.data() + m * groups * (GroupSize + 1));
                 });
             }
         });
@@ -103,7 +103,10 @@ public:
     PackedX(const PackedX&) = delete;
     PackedX& operator=(const PackedX&) = delete;
 
-    const float* data() const noexcept { return floats_.data(); }
+    /// The register block of `rows` rows from row m, at group g0.
+    const float* block(Index m, Index rows, Index g0) const noexcept {
+        return floats_.data() + (m * groups_ + g0 * rows) * (GroupSize + 1);
+    }
 
 private:
     using Buffer = std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>>;
@@ -112,6 +115,7 @@ private:
         return floats;
     }
     Buffer& floats_;
+    Index groups_;
 };
 
 }  // namespace detail::kernels
