@@ -350,6 +350,18 @@ constexpr Index batch_block_rows() {
     }
 }
 
+/// Rows of x per thread range of qgemm's x packing for Arch: PackedX::blocks_per_range register blocks
+/// of MR rows (void: no SIMD, the reference runs; any count).
+template <class Arch>
+constexpr Index x_pack_grain_rows() {
+    if constexpr (std::is_void_v<Arch>) {
+        return 64;
+    } else {
+        using kernels = lowbit::detail::kernels::QgemmF32Ukernel<Arch>;
+        return kernels::MR * static_cast<Index>(lowbit::detail::kernels::PackedX<Arch, 64>::blocks_per_range);
+    }
+}
+
 TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[threads][boundaries]") {
     ThreadCountGuard guard;
     auto rng = lowbit::test::make_rng(9600);
@@ -371,6 +383,11 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
     for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}, Index{1025}})
         check_quantized_rows<64, 4>(rng, rows, 512, 40);
     check_quantized_rows<32, 5>(rng, 513, 256, 300);
+    // qgemm packs x once per call, register blocks of x split over threads blocks_per_range at a time:
+    // rows of x around that grain (64 with AVX-512, 48 with AVX2) and two of them.
+    constexpr Index pack_grain = x_pack_grain_rows<lowbit::detail::dispatch_arch>();
+    for (const Index batch : {pack_grain - 1, pack_grain, pack_grain + 1, 2 * pack_grain + 1})
+        check_quantized_rows<64, 4>(rng, 64, 256, batch);
 }
 
 namespace {
