@@ -1,4 +1,4 @@
-// BitLinear: the BitNet b1.58 linear layer for training (semantics.md A8, A14; docs/numerics.md N8, N14).
+// BitLinear: the BitNet b1.58 linear layer for training (docs/numerics.md N8, N14).
 //
 // Holds float master weights W [out, in] and an optional bias [out]; the caller's optimiser updates them
 // from the gradients of backward(). forward(x [M, in]) -> [M, out]:

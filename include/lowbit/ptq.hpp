@@ -1,4 +1,4 @@
-// Post-training quantization beyond MLX's round-to-nearest (docs/numerics.md, semantics A13). Every
+// Post-training quantization beyond MLX's round-to-nearest (docs/numerics.md N13). Every
 // method returns an ordinary MLX-format QuantizedMatrix (same packing, w = s * q + b, loadable by MLX);
 // only the choice of codes, scales and biases differs. quantize (quantized_matrix.hpp) stays the
 // bit-exact default. Opt-in: <lowbit/lowbit.hpp> does not include it (it is a preparation step that a

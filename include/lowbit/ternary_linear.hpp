@@ -1,4 +1,4 @@
-// TernaryLinear: a deployed BitNet b1.58 layer (semantics.md A14, docs/numerics.md N14), the packed
+// TernaryLinear: a deployed BitNet b1.58 layer (docs/numerics.md N14), the packed
 // ternary weights of BitLinear::deploy() with int8 activations per token.
 //
 //   weights  [out, in] ternary codes t in {-1, 0, 1}, packed as I2 (2 bits per weight) or TQ1 (5 per

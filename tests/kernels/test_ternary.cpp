@@ -1,4 +1,4 @@
-// The packed ternary kernels (semantics.md A14, detail/ternary/): the TQ1 digit arithmetic over all 243
+// The packed ternary kernels (docs/numerics.md N14, detail/ternary/): the TQ1 digit arithmetic over all 243
 // numbers, packing round trips over row tails, the SIMD raw sums of every instruction set this build has
 // (AVX-512 VNNI and AVX2 under -march=native; AVX2 alone under -march=haswell; none with
 // LOWBIT_FORCE_SCALAR) against the scalar reference, and the threaded matmul bit for bit against the

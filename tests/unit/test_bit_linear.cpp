@@ -1,4 +1,4 @@
-// BitLinear (training) and its deployment to TernaryLinear (semantics.md A8, A14): the forward against
+// BitLinear (training) and its deployment to TernaryLinear (docs/numerics.md N8, N14): the forward against
 // the float computation of the quantized operands, deployed output equal to the training output bit for
 // bit (both formats, both scale modes, shapes around the kernels' blocks and chunk tails, with and
 // without bias), the STE gradients, a few SGD steps that learn, and the errors for bad input.

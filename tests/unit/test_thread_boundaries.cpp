@@ -1,6 +1,6 @@
 // Threaded entry points at the edges of their thread split: sizes just under, at and just over one
 // grain, and between one and `threads` grains, at 1, 2, 3 and 4 threads. parallel_for cuts [0, count)
-// into min(threads, ceil(count / grain)) nearly equal ranges (detail/parallel.hpp), so between one and
+// into min(threads, ceil(count / grain)) nearly equal ranges (detail/threading/parallel.hpp), so between one and
 // `threads` grains the ranges are shorter than a grain: any per-range bookkeeping indexed by
 // begin / grain collides there. Every result must equal the 1-thread result bit for bit, and every
 // reduction must find the extremes wherever they are: at the ends, and in the middle of each range.
@@ -42,7 +42,7 @@ using Eigen::Index;
 constexpr std::size_t grain = lowbit::detail::elementwise_grain;
 constexpr int thread_counts[] = {1, 2, 3, 4};
 
-/// First index of range r when parallel_for splits count into `ranges` pieces (detail/parallel.hpp).
+/// First index of range r when parallel_for splits count into `ranges` pieces (detail/threading/parallel.hpp).
 std::size_t range_begin(std::size_t count, std::size_t ranges, std::size_t r) {
     const std::size_t base = count / ranges, extra = count % ranges;
     return r * base + std::min(r, extra);

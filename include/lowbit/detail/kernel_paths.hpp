@@ -3,7 +3,7 @@
 // Recording is compiled in only when LOWBIT_RECORD_KERNEL_PATHS is defined (lowbit's own tests define
 // it), so a test can prove that a SIMD build really ran its SIMD kernels and did not quietly fall back
 // to the reference (the idea of ruy's LogCoveredPathsOnDestruction). Elsewhere record() is empty.
-// dispatch.hpp, the one place kernels are selected, is the one caller of record().
+// dispatch/, the one place kernels are selected, is the one caller of record().
 #pragma once
 
 #include "config.hpp"
@@ -15,7 +15,7 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// The operations dispatch.hpp selects a kernel for.
+/// The operations dispatch/ selects a kernel for.
 enum class KernelOp : std::size_t {
     fake_quantize_forward,
     backward_clamped,

@@ -1,4 +1,4 @@
-// dispatch/: kernel selection for the packed ternary matmul of TernaryLinear (semantics.md A14): the
+// dispatch/: kernel selection for the packed ternary matmul of TernaryLinear (docs/numerics.md N14): the
 // AVX-512 VNNI or AVX2 kernels of detail/ternary/ when the target has them (the integer instruction
 // set of the int8 MLX path, dispatch_int8_ops), else the scalar reference. Both give the same bits.
 #pragma once

@@ -1,4 +1,4 @@
-// The activations of the ternary matmul (semantics.md A8, A14): per token (row) the int8 codes and
+// The activations of the ternary matmul (docs/numerics.md N8, N14): per token (row) the int8 codes and
 // scale of quantize_activations_int8, bit for bit, zero padded to the packed row length, with the sums
 // of the codes (per row, and per group of 64 in the per-group mode) that turn the kernels' unsigned-digit
 // sums into ternary ones. quantize_token_simd (xsimd) and its scalar reference quantize_token_reference.
@@ -134,7 +134,7 @@ std::int32_t quantize_token(const float* x, Eigen::Index K, std::int8_t* codes, 
 }
 
 /// Quantizes x (row-major [M, K], row stride x_stride) per token exactly as quantize_activations_int8
-/// (A8). Throws std::invalid_argument naming `function` and the value for a NaN or infinite element.
+/// (N8). Throws std::invalid_argument naming `function` and the value for a NaN or infinite element.
 inline TernaryActivations prepare_activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K,
                                               TernaryFormat format, bool per_group, const char* function) {
     TernaryActivations act;

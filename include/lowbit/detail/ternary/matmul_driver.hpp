@@ -1,4 +1,4 @@
-// The threaded ternary x int8 matmul (semantics.md A14) on the SIMD raw-sum kernels of this folder:
+// The threaded ternary x int8 matmul (docs/numerics.md N14) on the SIMD raw-sum kernels of this folder:
 // GEMV (M = 1) and GEMM (blocks of 4 activation rows share each load of codes). The outputs are the
 // reference's (reference.hpp) bit for bit: the raw sums are exact integers and the same
 // ternary_output_* turns them into floats.

@@ -1,4 +1,4 @@
-// Packed ternary weights (semantics.md A14): the two row layouts, packing and unpacking (scalar; these
+// Packed ternary weights (docs/numerics.md N14): the two row layouts, packing and unpacking (scalar; these
 // functions are also the reference the SIMD kernels are tested against).
 //
 // A weight t in {-1, 0, 1} is stored as the unsigned digit u = t + 1 in {0, 1, 2}. Every row of K

@@ -1,4 +1,4 @@
-// Ternary x int8 matmul (semantics.md A14): the output arithmetic shared by
+// Ternary x int8 matmul (docs/numerics.md N14): the output arithmetic shared by
 // BitLinear's training forward and every kernel, and the scalar reference of the integer sums.
 //
 // For output (m, n): isum = sum_k t[n,k] * xq[m,k] (over the whole row per tensor, over each group of
