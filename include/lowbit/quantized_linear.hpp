@@ -74,14 +74,12 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                    const QuantizedMatrix<GroupSize, Bits>& q, Int8PanelCache* panels = nullptr) {
     q.check_shapes(function);
     const RowMatrixRef input(x.derived());
-    if (input.rows() == 0 || input.cols() == 0)
-        throw std::invalid_argument(std::string(function) + ": empty input x (" +
-                                    shape_text(input.rows(), input.cols()) + ")");
     if (input.cols() != q.cols())
         throw std::invalid_argument(std::string(function) + ": x is " + shape_text(input.rows(), input.cols()) +
                                     " but the quantized matrix is " + shape_text(q.rows(), q.cols()) +
                                     " (x's last dimension must be " + std::to_string(q.cols()) + ")");
     RowMatrixXf out(input.rows(), q.rows());
+    if (input.rows() == 0) return out;  // an empty batch gives an empty result (as Eigen, PyTorch and MLX)
     if constexpr (Kind == Activations::int8) {
         // N11 quantizes x by its group maxima: a NaN or Inf has no int8 code (the f32 path propagates it).
         // x * 0 is NaN exactly for NaN and +-Inf, so the sum is 0 unless one is there: a vectorized
@@ -116,8 +114,8 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
 /// x * dequantize(q)^T as RowMatrixXf [M, out] for x [M, in] (any float dense expression; copied only if
 /// not row-major), computed on the packed codes without forming the float weights: per group
 /// s * sum(x*q) + b * sum(x), f32 accumulation (within lowbit's sqrt(K) bound of the float product, not
-/// bitwise equal to it). Threads: lowbit::num_threads(). Throws std::invalid_argument for an empty x,
-/// x.cols() != q.cols(), or inconsistent q.
+/// bitwise equal to it). Threads: lowbit::num_threads(). x with no rows gives [0, out] (every layer's
+/// forward follows this rule). Throws std::invalid_argument for x.cols() != q.cols(), or inconsistent q.
 template <class Derived, int GroupSize, int Bits>
 RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
@@ -141,10 +139,11 @@ struct Linear {
     RowMatrixXf weight;
     std::optional<Eigen::VectorXf> bias;
 
-    /// x [M, in] (any float dense expression) -> [M, out]. Throws std::invalid_argument on a shape mismatch.
+    /// x [M, in] (any float dense expression) -> [M, out]; M = 0 gives [0, out]. Throws
+    /// std::invalid_argument on a shape mismatch.
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
-        if (x.cols() != weight.cols() || x.rows() == 0)
+        if (x.cols() != weight.cols())
             throw std::invalid_argument("lowbit::Linear::forward: x is " + detail::shape_text(x.rows(), x.cols()) +
                                         " but the weight is " + detail::shape_text(weight.rows(), weight.cols()));
         if (bias && bias->size() != weight.rows())
@@ -205,7 +204,8 @@ public:
         return QuantizedLinear(quantize<GroupSize, Bits>(linear.weight), linear.bias);
     }
 
-    /// x [M, in] (any float dense expression) -> [M, out]. Throws std::invalid_argument unless x.cols() == in.
+    /// x [M, in] (any float dense expression) -> [M, out]; M = 0 gives [0, out]. Throws
+    /// std::invalid_argument unless x.cols() == in.
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,

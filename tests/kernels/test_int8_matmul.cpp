@@ -374,7 +374,7 @@ TEST_CASE("int8 matmul rejects NaN and Inf in x, naming row and column, and what
     CHECK_NOTHROW(lowbit::quantized_matmul(x, q));  // f32 propagates non-finite values, as before
     // Shape errors are the f32 path's.
     CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf::Random(2, 32), q, lowbit::Activations::int8), std::invalid_argument);
-    CHECK_THROWS_AS(lowbit::quantized_matmul(RowMatrixXf(0, 64), q, lowbit::Activations::int8), std::invalid_argument);
+    CHECK(lowbit::quantized_matmul(RowMatrixXf(0, 64), q, lowbit::Activations::int8).rows() == 0);  // empty batch
 }
 
 TEST_CASE("int8 matmul's finite check sees every element of x and nothing outside it", "[int8][N11]") {

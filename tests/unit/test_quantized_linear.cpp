@@ -8,6 +8,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <lowbit/any_quantized_linear.hpp>
 #include <lowbit/lowbit.hpp>
 
 #include "support/random.hpp"
@@ -157,11 +158,6 @@ TEST_CASE("QuantizedLinear and quantized_matmul reject bad input", "[quantized_l
         t.setZero();
         CHECK_THROWS_WITH(layer.forward(t), ContainsSubstring("100") && ContainsSubstring("128"));
     }
-    SECTION("empty input") {
-        CHECK_THROWS_WITH(layer.forward(RowMatrixXf(0, 128)), ContainsSubstring("empty"));
-        Eigen::Tensor<float, 2> t(0, 128);
-        CHECK_THROWS_AS(layer.forward(t), std::invalid_argument);
-    }
     SECTION("construction") {
         CHECK_THROWS_WITH((lowbit::QuantizedLinear<64, 4>(100, 5)), ContainsSubstring("100") && ContainsSubstring("64"));
         CHECK_THROWS_AS((lowbit::QuantizedLinear<64, 4>(0, 5)), std::invalid_argument);
@@ -176,5 +172,48 @@ TEST_CASE("QuantizedLinear and quantized_matmul reject bad input", "[quantized_l
     SECTION("Linear") {
         lowbit::Linear linear{RowMatrixXf::Ones(5, 128), std::nullopt};
         CHECK_THROWS_AS(linear.forward(RowMatrixXf::Zero(2, 127)), std::invalid_argument);
+    }
+}
+
+TEST_CASE("every layer maps an empty batch to an empty result and still checks its width", "[quantized_linear]") {
+    // One rule for every layer's forward (as Eigen, PyTorch and MLX): x [0, in] gives [0, out].
+    auto rng = lowbit::test::make_rng(151);
+    const RowMatrixXf weight = lowbit::test::random_weights(rng, 5, 128);
+    const lowbit::Linear linear{weight, Eigen::VectorXf::Ones(5)};
+    const RowMatrixXf empty(0, 128), wrong(0, 64);
+    const auto check_empty = [](const RowMatrixXf& y) {
+        CHECK(y.rows() == 0);
+        CHECK(y.cols() == 5);
+    };
+    check_empty(linear.forward(empty));
+    CHECK_THROWS_AS(linear.forward(wrong), std::invalid_argument);
+
+    const auto layer = lowbit::QuantizedLinear<64, 4>::from_linear(linear);
+    check_empty(layer.forward(empty));
+    check_empty(layer.forward(empty, lowbit::Activations::int8));
+    check_empty(lowbit::quantized_matmul(empty, layer.weight()));
+    check_empty(lowbit::quantized_matmul(Eigen::MatrixXf(0, 128), layer.weight(), lowbit::Activations::int8));
+    CHECK_THROWS_AS(layer.forward(wrong), std::invalid_argument);
+    CHECK_THROWS_AS(layer.forward(wrong, lowbit::Activations::int8), std::invalid_argument);
+    Eigen::Tensor<float, 3> tensor(2, 0, 128);
+    const Eigen::Tensor<float, 3> y_tensor = layer.forward(tensor);
+    CHECK(y_tensor.dimension(0) == 2);
+    CHECK(y_tensor.dimension(1) == 0);
+    CHECK(y_tensor.dimension(2) == 5);
+
+    const lowbit::AnyQuantizedLinear any = lowbit::AnyQuantizedLinear::from_linear(linear, 32, 3);
+    check_empty(any.forward(empty));
+    check_empty(any.forward(empty, lowbit::Activations::int8));
+    CHECK_THROWS_AS(any.forward(wrong), std::invalid_argument);
+
+    for (const auto scales : {lowbit::TernaryScales::per_tensor, lowbit::TernaryScales::per_group}) {
+        const lowbit::BitLinear bit_linear(weight, Eigen::VectorXf::Ones(5), scales);
+        check_empty(bit_linear.forward(empty));
+        CHECK_THROWS_AS(bit_linear.forward(wrong), std::invalid_argument);
+        for (const auto format : {lowbit::TernaryFormat::i2, lowbit::TernaryFormat::tq1}) {
+            const lowbit::TernaryLinear ternary = bit_linear.deploy(format);
+            check_empty(ternary.forward(empty));
+            CHECK_THROWS_AS(ternary.forward(wrong), std::invalid_argument);
+        }
     }
 }
