@@ -88,6 +88,12 @@ TEST_CASE("read_mlx_config rejects unsupported or malformed quantization", "[io]
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "lm_head": true}})", {"'lm_head'", "true"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"group_size": 16, "bits": 4}}})", {"'x'", "16"});
     rejects(R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4"}})", {"mxfp4"});
+    // A per-layer entry is an object or false (what mlx-lm writes); any other value names its key.
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "model.layers.0": [1, 2]}})",
+            {"'model.layers.0'", "[1,2]"});
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "model.layers.1": 8}})", {"'model.layers.1'", "8"});
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "lm_head": null}})", {"'lm_head'", "null"});
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "lm_head": "affine"}})", {"'lm_head'", "\"affine\""});
     rejects(R"({"quantization": 4})", {"not an object"});
     rejects(R"({"quantization": )", {"does not parse"});
     CHECK_THROWS_AS(lowbit::read_mlx_config(dir / "missing.json"), std::runtime_error);

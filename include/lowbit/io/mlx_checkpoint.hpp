@@ -98,7 +98,8 @@ public:
     /// Reads the section from a parsed config.json (the whole object). `label` names it in errors.
     /// A config without "quantization" (nor "quantization_config") describes an unquantized model.
     /// Throws std::invalid_argument for a group size or bits that is not a supported integer, a mode
-    /// other than "affine", or an override that is neither an object nor false.
+    /// other than "affine", or a key other than group_size, bits and mode whose value is neither an object
+    /// (an override) nor false (a layer kept in float).
     static MlxQuantization from_json(const nlohmann::json& config, const std::string& label = "config.json") {
         MlxQuantization result;
         if (!config.is_object()) throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": not a JSON object");
@@ -119,6 +120,11 @@ public:
                     throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
                                                 " is `true`; an override is an object or false");
                 result.overrides_[key] = std::nullopt;
+            } else if (key != "group_size" && key != "bits" && key != "mode") {
+                // mlx-lm writes the global fields and per-layer objects or false here; anything else is not a
+                // format lowbit could apply, and ignoring it would load the layer in the global format.
+                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                            " is " + json_text(value) + "; an override is an object or false");
             }
         }
         return result;
@@ -140,6 +146,11 @@ public:
     }
 
 private:
+    /// A JSON value as compact text for an error message (invalid UTF-8 replaced, never a throw).
+    static std::string json_text(const nlohmann::json& value) {
+        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+
     static void check_format(const std::string& where, const LayerQuantization& format) {
         if (!is_supported_quantization_at_runtime(format.group_size, format.bits))
             throw std::invalid_argument("lowbit::MlxQuantization: " + io_detail::quoted(where) + ": group_size = " +
@@ -157,14 +168,14 @@ private:
         const auto bits = object.find("bits");
         if (const auto mode = object.find("mode"); mode != object.end() && *mode != "affine")
             throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                        ": mode " + mode->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " is not supported (only \"affine\")");
+                                        ": mode " + json_text(*mode) + " is not supported (only \"affine\")");
         if (group == object.end() && bits == object.end()) return std::nullopt;
         std::int64_t group_size = 64, bit_count = 4;  // MLX's defaults for a missing key
         const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
             if (it == object.end()) return;
             if (!it->is_number_integer())
                 throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                            ": " + key + " = " + it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " is not an integer");
+                                            ": " + key + " = " + json_text(*it) + " is not an integer");
             out = it->get<std::int64_t>();
         };
         read(group, "group_size", group_size);
