@@ -338,3 +338,69 @@ TEST_CASE("ptq: bad input is refused with the value named", "[ptq]") {
     CHECK_THROWS_WITH((lowbit::allocate_bits(layers, allocation)), ContainsSubstring("scale_bits = 8"));
     CHECK_THROWS_WITH((lowbit::allocate_bits({}, {})), ContainsSubstring("no layers"));
 }
+
+TEST_CASE("ptq: a block wider than the layer is the layer's width, never a buffer sized by the option", "[ptq]") {
+    auto rng = lowbit::test::make_rng(72);
+    const RowMatrixXf w = lowbit::test::random_weights(rng, 16, 128);
+    const RowMatrixXf x = calibration(73, 40, 128);
+    lowbit::GptqOptions whole;
+    whole.block_size = 128;
+    const auto expected = lowbit::gptq<64, 4>(w, x, whole);
+    for (const int block_size : {129, 1 << 20, 1 << 30, std::numeric_limits<int>::max()}) {
+        INFO("block_size = " << block_size);
+        lowbit::GptqOptions huge = whole;
+        huge.block_size = block_size;
+        const auto q = lowbit::gptq<64, 4>(w, x, huge);
+        CHECK(q.codes == expected.codes);
+        CHECK(q.scales == expected.scales);
+        CHECK(q.biases == expected.biases);
+    }
+}
+
+TEST_CASE("ptq: calibration inputs anywhere in float's range give the result of the same inputs near 1", "[ptq]") {
+    // GPTQ and the channel weights are invariant under a common power-of-two scale of the inputs; before
+    // the rescaling (detail/ptq/calibration.hpp) inputs near 1e20 overflowed H and inputs near 1e-25
+    // underflowed it to zero (every input "dead").
+    auto rng = lowbit::test::make_rng(74);
+    const RowMatrixXf w = lowbit::test::random_weights(rng, 8, 128);
+    const RowMatrixXf x = calibration(75, 30, 128);
+    lowbit::GptqReport base_report;
+    const auto expected = lowbit::gptq<64, 4>(w, x, {}, &base_report);
+    const Eigen::VectorXf expected_weights = lowbit::channel_weights_from_calibration(x);
+    REQUIRE(base_report.dead_inputs == 0);
+    for (const int exponent : {-100, -80, 40, 66, 100, 120}) {
+        INFO("x * 2^" << exponent);
+        // |x| lies in [2^-26, 2^7): the scaled inputs are normal floats, exactly x times 2^exponent.
+        const RowMatrixXf scaled = (x.cast<double>() * std::ldexp(1.0, exponent)).cast<float>();
+        REQUIRE(scaled.allFinite());
+        REQUIRE((scaled.cast<double>() * std::ldexp(1.0, -exponent)).cast<float>() == x);
+        lowbit::GptqReport report;
+        const auto q = lowbit::gptq<64, 4>(w, scaled, {}, &report);
+        CHECK(q.codes == expected.codes);
+        CHECK(q.scales == expected.scales);
+        CHECK(q.biases == expected.biases);
+        CHECK(report.dead_inputs == 0);
+        CHECK(report.damping == base_report.damping);
+        CHECK(report.output_error == base_report.output_error * std::ldexp(1.0, 2 * exponent));
+        // Channel weights of the rescaled inputs (largest |x| in [1, 2)): x's own times one power of two,
+        // so clip search ranks every candidate as it does with x's weights.
+        const Eigen::VectorXf weights = lowbit::channel_weights_from_calibration(scaled);
+        REQUIRE(weights.allFinite());
+        const float ratio = weights(0) / expected_weights(0);
+        CHECK(ratio == std::exp2(std::round(std::log2(ratio))));
+        CHECK(weights == expected_weights * ratio);
+        CHECK(lowbit::clip_search<64, 4>(w, weights).scales == lowbit::clip_search<64, 4>(w, expected_weights).scales);
+    }
+    // Subnormal inputs (bits lost, so not the same codes): still no input taken for dead.
+    lowbit::GptqReport subnormal_report;
+    const auto subnormal = lowbit::gptq<64, 4>(w, RowMatrixXf(x * 0x1p-140f), {}, &subnormal_report);
+    CHECK(subnormal_report.dead_inputs == 0);
+    CHECK(lowbit::dequantize(subnormal).allFinite());
+    // |x| around 1e30: mean squares around 1e60, beyond float.
+    const RowMatrixXf huge = x * 1e30f;
+    const Eigen::VectorXf weights = lowbit::channel_weights_from_calibration(huge);
+    CHECK(weights.allFinite());
+    CHECK((weights.array() > 0.0f).all());
+    const auto clipped = lowbit::clip_search<64, 4>(w, weights);
+    CHECK(lowbit::dequantize(clipped).allFinite());
+}

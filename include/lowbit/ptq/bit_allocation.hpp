@@ -40,21 +40,26 @@ LOWBIT_BEGIN_NAMESPACE
 
 namespace detail::ptq {
 
-/// The output error of `quantized` against the float weight on x: ||X (W - W_hat)^T||^2 / samples.
-inline double output_error(const RowMatrixXf& weight, const RowMatrixXf& quantized, const RowMatrixXf& x) {
-    const RowMatrixXf difference = x * (weight - quantized).transpose();
-    return difference.cast<double>().squaredNorm() / static_cast<double>(x.rows());
+/// The output error of `quantized` against the float weight on the calibration inputs:
+/// ||X (W - W_hat)^T||^2 / samples, in the inputs' own units.
+inline double output_error(const RowMatrixXf& weight, const RowMatrixXf& quantized,
+                           const ScaledCalibration& calibration) {
+    return row_output_errors(calibration.x, weight, quantized).sum() * calibration.error_unit;
 }
 
-/// Quantizes `weight` with the method of `options` in the format of Layer (a QuantizedLinear type).
+/// Quantizes `weight` with the method of `options` in the format of Layer (a QuantizedLinear type), from
+/// the layer's rescaled calibration inputs (and, for GPTQ, their H).
 template <class Layer>
-typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& weight, const RowMatrixXf& x,
-                                     const Eigen::MatrixXf& hessian, const BitAllocationOptions& options) {
+typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& weight,
+                                     const ScaledCalibration& calibration, const Eigen::MatrixXf& hessian,
+                                     const BitAllocationOptions& options) {
     constexpr int G = Layer::group_size, B = Layer::bits;
     switch (options.method) {
-        case PtqMethod::clip_search: return clip_search<G, B>(weight, channel_weights_from_calibration(x), options.clip);
+        case PtqMethod::clip_search:
+            return clip_search<G, B>(weight, channel_weights_from_calibration(calibration.x), options.clip);
         case PtqMethod::hqq: return hqq<G, B>(weight, options.hqq);
-        case PtqMethod::gptq: return gptq_with_hessian<G, B>(function, weight, hessian, x.cast<float>(), options.gptq, nullptr);
+        case PtqMethod::gptq:
+            return gptq_with_hessian<G, B>(function, weight, hessian, calibration, options.gptq, nullptr);
         case PtqMethod::rtn: break;
     }
     return quantize_named<G, B>(function, weight);
@@ -100,16 +105,17 @@ BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& op
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const CalibratedLayer& layer = layers[l];
         detail::ptq::require_calibration(function, layer.inputs, layer.linear.weight.cols(), 1);
+        const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(layer.inputs);
         const Eigen::MatrixXf hessian =
-            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(layer.inputs) : Eigen::MatrixXf();
+            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(calibration.x) : Eigen::MatrixXf();
         std::vector<Candidate> candidates;
         for (int bits : options.bits)
             for (int group : options.group_sizes) {
                 if (layer.linear.weight.cols() % group != 0) continue;
                 const double error = dispatch_quantization(group, bits, [&]<class Layer>(std::type_identity<Layer>) {
-                    const auto q = detail::ptq::quantize_with<Layer>(function, layer.linear.weight, layer.inputs,
-                                                                     hessian, options);
-                    return detail::ptq::output_error(layer.linear.weight, dequantize(q), layer.inputs);
+                    const auto q =
+                        detail::ptq::quantize_with<Layer>(function, layer.linear.weight, calibration, hessian, options);
+                    return detail::ptq::output_error(layer.linear.weight, dequantize(q), calibration);
                 });
                 candidates.push_back({bits, group, bits + 2.0 * options.scale_bits / group, error});
             }
@@ -188,11 +194,12 @@ BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& op
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const Candidate& c = chosen[l];
         const CalibratedLayer& layer = layers[l];
+        const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(layer.inputs);
         const Eigen::MatrixXf hessian =
-            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(layer.inputs) : Eigen::MatrixXf();
+            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(calibration.x) : Eigen::MatrixXf();
         result.layers.push_back(dispatch_quantization(c.group, c.bits, [&]<class Layer>(std::type_identity<Layer>) {
             return AnyQuantizedLinear(
-                Layer(detail::ptq::quantize_with<Layer>(function, layer.linear.weight, layer.inputs, hessian, options),
+                Layer(detail::ptq::quantize_with<Layer>(function, layer.linear.weight, calibration, hessian, options),
                       layer.linear.bias));
         }));
         result.choices.push_back({layer.name, c.bits, c.group, c.cost, c.error});

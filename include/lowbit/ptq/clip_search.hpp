@@ -7,6 +7,7 @@
 #include "../detail/config.hpp"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include <Eigen/Core>
 
 #include "../detail/mlx_affine/quantize.hpp"
+#include "../detail/ptq/calibration.hpp"
 #include "../detail/ptq/group_error.hpp"
 #include "../detail/ptq/group_fit.hpp"
 #include "../detail/ptq/group_range.hpp"
@@ -133,15 +135,19 @@ void improve_groups(QuantizedMatrix<GroupSize, Bits>& q, const Eigen::Ref<const 
 }  // namespace detail::ptq
 
 /// Per input channel, the mean square of the calibration inputs x [samples, in]: the weights under which
-/// a group's squared weight error estimates its share of the output error. Throws std::invalid_argument
-/// for an empty x or a NaN/Inf (naming row and column).
+/// a group's squared weight error estimates its share of the output error. Only their ratios matter
+/// (clip_search's ranking is invariant under a common scale), so inputs whose largest magnitude lies
+/// outside [2^-32, 2^32] are first rescaled by a power of two (detail/ptq/calibration.hpp): the weights
+/// are finite for every finite x, and a channel far below the largest (its mean square under float's
+/// range once rescaled) gets weight 0. Throws std::invalid_argument for an empty x or a NaN/Inf (naming
+/// row and column).
 template <class Derived>
 Eigen::VectorXf channel_weights_from_calibration(const Eigen::MatrixBase<Derived>& x) {
     detail::ptq::require_calibration("lowbit::channel_weights_from_calibration", x, x.cols(), 1);
     if (x.cols() == 0) throw std::invalid_argument("lowbit::channel_weights_from_calibration: x has no columns");
-    return (x.template cast<double>().array().square().colwise().sum() / static_cast<double>(x.rows()))
-        .transpose()
-        .template cast<float>();
+    const int exponent = detail::ptq::calibration_exponent(x);
+    const auto scaled = x.template cast<double>().array() * std::ldexp(1.0, exponent);  // exact: a power of two
+    return (scaled.square().colwise().sum() / static_cast<double>(x.rows())).transpose().template cast<float>();
 }
 
 /// Quantizes w [out, in] into MLX's format (as quantize) with each group's range searched to minimise the

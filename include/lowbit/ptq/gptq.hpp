@@ -40,6 +40,7 @@
 #include <Eigen/Core>
 
 #include "../detail/mlx_affine/quantize.hpp"
+#include "../detail/ptq/calibration.hpp"
 #include "../detail/ptq/gptq_column.hpp"
 #include "../detail/ptq/gptq_factor.hpp"
 #include "../detail/ptq/group_fit.hpp"
@@ -73,34 +74,39 @@ inline void check_options(const char* function, const GptqOptions& options) {
     if (options.clip_groups) check_options(function, options.clip);
 }
 
-/// H = 2 X^T X / samples [in, in] (full symmetric), x already checked.
-template <class Derived>
-Eigen::MatrixXf gptq_hessian(const Eigen::MatrixBase<Derived>& x) {
-    const Eigen::MatrixXf xt = x.transpose().template cast<float>();
+/// H = 2 X^T X / samples [in, in] (full symmetric), x already checked and rescaled (scaled_calibration).
+inline Eigen::MatrixXf gptq_hessian(const Eigen::Ref<const Eigen::MatrixXf>& x) {
+    const Eigen::MatrixXf xt = x.transpose();
     Eigen::MatrixXf h = Eigen::MatrixXf::Zero(x.cols(), x.cols());
     h.selfadjointView<Eigen::Lower>().rankUpdate(xt, 2.0f / static_cast<float>(x.rows()));
     h.triangularView<Eigen::StrictlyUpper>() = h.transpose();
     return h;
 }
 
-/// Per row r, ||X (a_r - b_r)||^2 / samples for weight matrices a, b [out, in].
-inline Eigen::VectorXd row_output_errors(const Eigen::Ref<const Eigen::MatrixXf>& x,
-                                         const Eigen::Ref<const Eigen::MatrixXf>& difference) {
-    const Eigen::MatrixXf outputs = difference * x.transpose();  // [out, samples]
-    return outputs.cast<double>().rowwise().squaredNorm() / static_cast<double>(x.rows());
+/// Throws the error for a column j whose fed-forward error e = (w - level) / U[j, j] is not finite:
+/// weights far beyond their levels (near float's limits) over a small pivot (a large damping).
+[[noreturn]] inline void throw_feedback_overflow(const char* function, const Eigen::MatrixXf& errors, Eigen::Index j,
+                                                 Eigen::Index i1, Eigen::Index r0, Eigen::Index rows, float pivot) {
+    Eigen::Index r = 0;
+    while (r + 1 < rows && std::isfinite(errors(r, j - i1))) ++r;
+    throw std::invalid_argument(
+        std::string(function) + ": row " + std::to_string(r0 + r) + ", column " + std::to_string(j) +
+        ": the error fed forward, (w - level) / U[j, j] with U[j, j] = " + float_text(pivot) + ", is " +
+        float_text(errors(r, j - i1)) + ": the weights are too large for float error feedback at this damping");
 }
 
 /// Rows of W processed together: GPTQ treats every row independently given U, so the column sweep runs
 /// on a panel of rows at a time, whose in-block updates stay in cache (512 rows x 128 columns = 256 KiB).
 inline constexpr Eigen::Index gptq_panel_rows = 512;
 
-/// GPTQ on weights [out, in] with H [in, in] (undamped; used as scratch); x [samples, in] for the RTN
-/// comparison (may be empty: then the comparison is skipped). Arguments already checked.
+/// GPTQ on weights [out, in] with H [in, in] of the rescaled inputs (undamped; used as scratch);
+/// calibration.x [samples, in] for the RTN comparison (may be empty: then the comparison is skipped), its
+/// error_unit turning the reported errors back into the inputs' units. Arguments already checked.
 template <int GroupSize, int Bits>
-QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
-                                                   const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>& weights,
-                                                   Eigen::MatrixXf h, const Eigen::Ref<const Eigen::MatrixXf>& x,
-                                                   const GptqOptions& options, GptqReport* report) {
+QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(
+    const char* function, const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>& weights, Eigen::MatrixXf h,
+    const ScaledCalibration& calibration, const GptqOptions& options, GptqReport* report) {
+    const Eigen::MatrixXf& x = calibration.x;
     const QuantizedMatrix<GroupSize, Bits> rtn = quantize_named<GroupSize, Bits>(function, weights);
     const Eigen::Index rows = weights.rows(), cols = weights.cols();
     GptqReport found;
@@ -118,7 +124,7 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
     const Eigen::VectorXf diagonal = reverse_hessian(h);
     for (int attempt = 0;; ++attempt) {
         if (inverse_cholesky_upper(h, diagonal, damping * mean_diagonal, upper)) break;
-        if (attempt >= options.damping_retries)
+        if (attempt >= options.damping_retries || !std::isfinite(damping * 10.0f * mean_diagonal))
             throw std::invalid_argument(std::string(function) + ": H = 2 X^T X / samples is not positive definite even "
                                         "with damping = " + float_text(damping) + " (relative to mean diag H = " +
                                         float_text(mean_diagonal) + ")");
@@ -132,7 +138,9 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
     result.codes.resize(rows, rtn.codes.cols());
     result.scales.resize(rows, cols / GroupSize);
     result.biases.resize(rows, cols / GroupSize);
-    const Eigen::Index block = (std::max<Eigen::Index>(options.block_size, GroupSize) + GroupSize - 1) / GroupSize * GroupSize;
+    // A multiple of the group size, at most the layer's width (never a buffer sized by the option alone).
+    const Eigen::Index block = std::min<Eigen::Index>(
+        cols, (std::max<Eigen::Index>(options.block_size, GroupSize) + GroupSize - 1) / GroupSize * GroupSize);
     const Eigen::Index panel_rows = std::min(rows, gptq_panel_rows);
     const bool compare = options.keep_better_of_rtn && x.rows() > 0;
     Eigen::MatrixXf work(panel_rows, cols);  // the panel's rows, column-major: GPTQ walks columns
@@ -174,6 +182,8 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
                 }
                 gptq_code_column<Bits>(&work(0, j), scale.data(), bias.data(), upper(j, j), p, &codes(0, j),
                                        &errors(0, j - i1));
+                if (!errors.col(j - i1).head(p).allFinite())
+                    throw_feedback_overflow(function, errors, j, i1, r0, p, upper(j, j));
                 if (j + 1 < i2)
                     panel.middleCols(j + 1, i2 - j - 1).noalias() -=
                         errors.col(j - i1).head(p) * upper.row(j).segment(j + 1, i2 - j - 1);
@@ -188,14 +198,12 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
             pack_row_codes<Bits>(row_codes.data(), static_cast<std::size_t>(cols), &result.codes(r0 + r, 0));
         }
         if (compare) {
-            panel = weights.middleRows(r0, p) - panel;  // W - W_hat
-            const Eigen::VectorXd gptq_errors = row_output_errors(x, panel);
+            const Eigen::VectorXd gptq_errors = row_output_errors(x, weights.middleRows(r0, p), panel);
             QuantizedMatrix<GroupSize, Bits> rtn_rows;
             rtn_rows.codes = rtn.codes.middleRows(r0, p);
             rtn_rows.scales = rtn.scales.middleRows(r0, p);
             rtn_rows.biases = rtn.biases.middleRows(r0, p);
-            panel = weights.middleRows(r0, p) - dequantize(rtn_rows);
-            const Eigen::VectorXd rtn_errors = row_output_errors(x, panel);
+            const Eigen::VectorXd rtn_errors = row_output_errors(x, weights.middleRows(r0, p), dequantize(rtn_rows));
             for (Eigen::Index r = 0; r < p; ++r) {
                 found.rtn_output_error += rtn_errors(r);
                 if (rtn_errors(r) < gptq_errors(r)) {
@@ -210,6 +218,8 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(const char* function,
             }
         }
     }
+    found.output_error *= calibration.error_unit;
+    found.rtn_output_error *= calibration.error_unit;
     if (report != nullptr) *report = found;
     return result;
 }
@@ -233,9 +243,9 @@ QuantizedMatrix<GroupSize, Bits> gptq(const Eigen::MatrixBase<DerivedW>& w, cons
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
     detail::quantize_named<GroupSize, Bits>(function, weights.topRows(std::min<Eigen::Index>(weights.rows(), 1)));
     detail::ptq::require_calibration(function, x, weights.cols(), 1);
-    const Eigen::MatrixXf inputs = x;
-    return detail::ptq::gptq_with_hessian<GroupSize, Bits>(function, weights, detail::ptq::gptq_hessian(inputs), inputs,
-                                                           options, report);
+    const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(x);
+    return detail::ptq::gptq_with_hessian<GroupSize, Bits>(function, weights, detail::ptq::gptq_hessian(calibration.x),
+                                                           calibration, options, report);
 }
 
 LOWBIT_END_NAMESPACE

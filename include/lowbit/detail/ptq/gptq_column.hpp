@@ -15,20 +15,24 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <Eigen/Core>
+
 #include "group_fit.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::ptq {
 
 /// For rows r < count: q = code of values[r] under (scales[r], biases[r]); codes[r] = q;
-/// values[r] = level = s * q + b; errors[r] = (old values[r] - level) / pivot.
+/// values[r] = level = s * q + b; errors[r] = (old values[r] - level) / pivot. A NaN value (error
+/// feedback gone wrong, which the caller detects in `errors`) gets code 0, never a NaN converted to int.
 template <int Bits>
 inline void gptq_code_column(float* values, const float* scales, const float* biases, float pivot, Eigen::Index count,
                              std::uint8_t* codes, float* errors) noexcept {
     constexpr float max_code = static_cast<float>((1 << Bits) - 1);
     for (Eigen::Index r = 0; r < count; ++r) {
         const float v = values[r], s = scales[r], b = biases[r];
-        const float q = round_small_nonnegative(std::min(std::max((v - b) / s, 0.0f), max_code));
+        // std::max(0, NaN) is 0: the clamp maps NaN into the code range (other values as either order)
+        const float q = round_small_nonnegative(std::min(max_code, std::max(0.0f, (v - b) / s)));
         const float level = s * q + b;
         codes[r] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q));
         values[r] = level;

@@ -1,6 +1,6 @@
 // Shared pieces of the post-training quantizers (ptq/): coding one group with a given scale and bias
-// (MLX's rule, so the codes are what dequantize reads back), its weighted squared error, a fast |x|^a
-// for HQQ's lp error, and the argument checks on calibration inputs and channel weights. Scalar code
+// (MLX's rule, so the codes are what dequantize reads back), its weighted squared error and a fast |x|^a
+// for HQQ's lp error (the checks on calibration inputs are in calibration.hpp). Scalar code
 // written so that the compiler vectorizes the group loops (no -ffast-math: the rounding trick needs
 // IEEE arithmetic).
 #pragma once
@@ -13,15 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <optional>
-#include <stdexcept>
-#include <string>
 
-#include <Eigen/Core>
-
-#include "../../matrix_types.hpp"
 #include "../../rounding.hpp"
-#include "../checks.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::ptq {
@@ -85,35 +78,6 @@ inline float abs_pow(float x, float a) noexcept {
     const float p = 1.0f + f * (0.693147181f + f * (0.240226507f + f * (0.0555041087f + f * (0.00961812911f +
                     f * (0.00133335581f + f * 0.000154035304f)))));
     return p * std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<int>(whole) + 127) << 23);
-}
-
-/// Checks calibration inputs x [samples, in] for a layer with `in` inputs: right width, at least
-/// `min_rows` rows, every value finite. Throws std::invalid_argument naming `function` and the value.
-template <class Derived>
-void require_calibration(const char* function, const Eigen::MatrixBase<Derived>& x, Eigen::Index in,
-                         Eigen::Index min_rows) {
-    if (x.cols() != in)
-        throw std::invalid_argument(std::string(function) + ": calibration inputs are " + shape_text(x.rows(), x.cols()) +
-                                    " but the layer has in = " + std::to_string(in) + " inputs");
-    if (x.rows() < min_rows)
-        throw std::invalid_argument(std::string(function) + ": " + std::to_string(x.rows()) +
-                                    " calibration rows, at least " + std::to_string(min_rows) + " needed");
-    for (Eigen::Index r = 0; r < x.rows(); ++r)
-        for (Eigen::Index c = 0; c < x.cols(); ++c)
-            if (!std::isfinite(x(r, c)))
-                throw std::invalid_argument(std::string(function) + ": calibration input at row " + std::to_string(r) +
-                                            ", column " + std::to_string(c) + " is " + float_text(x(r, c)));
-}
-
-/// Checks per-input-channel weights c [in]: finite and >= 0.
-inline void require_channel_weights(const char* function, const Eigen::VectorXf& weights, Eigen::Index in) {
-    if (weights.size() != in)
-        throw std::invalid_argument(std::string(function) + ": channel weights have " + std::to_string(weights.size()) +
-                                    " values for in = " + std::to_string(in));
-    for (Eigen::Index i = 0; i < weights.size(); ++i)
-        if (!(std::isfinite(weights(i)) && weights(i) >= 0.0f))
-            throw std::invalid_argument(std::string(function) + ": channel weight " + std::to_string(i) + " = " +
-                                        float_text(weights(i)) + " must be finite and >= 0");
 }
 
 }  // namespace detail::ptq
