@@ -1,4 +1,4 @@
-// Writing MLX's config.json quantization section (io/mlx_checkpoint.hpp): MlxQuantization::to_json in
+// Writing MLX's config.json quantization section (io/mlx_config.hpp): MlxQuantization::to_json in
 // mlx_lm's layout, save_mlx_config over a base config, mlx_quantization of a bit allocation, and the
 // round trip through read_mlx_config for every layer's format. Small on purpose: no layer kernels.
 #include <fstream>
@@ -11,7 +11,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
-#include <lowbit/io/mlx_checkpoint.hpp>
+#include <lowbit/io/mlx_config.hpp>
 
 #include "io/io_support.hpp"
 

@@ -1,5 +1,5 @@
 // What allocate_bits (ptq/bit_allocation.hpp) takes and returns: CalibratedLayer, LayerChoice and
-// BitAllocation, plain data. Apart from the algorithm so that io/mlx_checkpoint.hpp, which writes a
+// BitAllocation, plain data. Apart from the algorithm so that io/mlx_config.hpp, which writes a
 // BitAllocation's choices as MLX's per-layer overrides, need not compile the quantizers.
 #pragma once
 

@@ -10,7 +10,7 @@
 // fits (the Lagrangian choice at the budget), then fill what is left with the single changes (any
 // candidate) that lower the error most. Each result is an ordinary
 // AnyQuantizedLinear (the types it takes and returns: ptq/allocation.hpp); `choices` holds what MLX's config.json needs as per-layer "quantization" overrides
-// ({"group_size": g, "bits": b} under the layer's name; io/mlx_checkpoint.hpp reads them).
+// ({"group_size": g, "bits": b} under the layer's name; io/mlx_config.hpp reads them).
 #pragma once
 
 #include "../detail/config.hpp"

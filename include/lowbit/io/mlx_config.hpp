@@ -1,0 +1,262 @@
+// MLX's config.json "quantization" section (mlx-lm, mlx.nn.quantize; docs/numerics.md N12.2): a global
+// format plus per-layer overrides, read from and written to config.json. The layers' tensors are read
+// and written by mlx_checkpoint.hpp.
+//
+//   {"quantization": {
+//       "group_size": 64, "bits": 4, "mode": "affine",     the global format
+//       "model.layers.0.mlp.down_proj":
+//           {"group_size": 32, "bits": 8},                 an override
+//       "lm_head": false},                                 a layer kept in float
+//    ...}
+//
+// Writing: MlxQuantization::to_json gives the section as mlx_lm writes it ("mode": "affine" in the global
+// format and in each override); save_mlx_config writes config.json with that section as "quantization"
+// and again as "quantization_config" (mlx_lm's save_config), over a base config;
+// mlx_quantization(allocate_bits(...)) builds the section of a per-layer bit allocation (ptq/).
+#pragma once
+
+#include "../any_quantized_linear.hpp"
+#include "../detail/config.hpp"
+#include "../ptq/allocation.hpp"
+#include "detail/bytes.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+LOWBIT_BEGIN_NAMESPACE
+
+/// How one layer is quantized.
+struct LayerQuantization {
+    int group_size = 64;
+    int bits = 4;
+    friend bool operator==(const LayerQuantization&, const LayerQuantization&) = default;
+};
+
+/// The "quantization" section of an MLX config.json: a global group size and bits plus per-layer
+/// overrides (another format, or `false` for a layer kept in float).
+class MlxQuantization {
+public:
+    MlxQuantization() = default;
+
+    /// A section with this global format (nullopt: an unquantized model) and no overrides. Throws
+    /// std::invalid_argument for an unsupported format.
+    explicit MlxQuantization(std::optional<LayerQuantization> global) : global_(global) {
+        if (global) check_format("global", *global);
+    }
+
+    /// Sets layer `prefix`'s override: another format, or nullopt for a layer kept in float (written
+    /// `false`). Throws std::invalid_argument for an unsupported format, an empty prefix, or a prefix
+    /// that is one of the section's own keys (group_size, bits, mode).
+    void set_layer(const std::string& prefix, std::optional<LayerQuantization> format) {
+        if (prefix.empty() || prefix == "group_size" || prefix == "bits" || prefix == "mode")
+            throw std::invalid_argument("lowbit::MlxQuantization::set_layer: layer name " + io_detail::quoted(prefix) +
+                                        " cannot be an override key");
+        if (format) check_format(prefix, *format);
+        overrides_[prefix] = format;
+    }
+
+    /// The section as mlx_lm's quantize_model writes it: {"group_size": g, "bits": b, "mode": "affine",
+    /// "<layer prefix>": {"group_size": g, "bits": b, "mode": "affine"} or false, ...}; null for an
+    /// unquantized model (no global format, no overrides). Throws std::invalid_argument for overrides
+    /// without a global format (MLX reads the global group_size and bits unconditionally).
+    nlohmann::json to_json() const {
+        if (!global_) {
+            if (overrides_.empty()) return nullptr;
+            throw std::invalid_argument("lowbit::MlxQuantization::to_json: " + std::to_string(overrides_.size()) +
+                                        " layer overrides (e.g. " + io_detail::quoted(overrides_.begin()->first) +
+                                        ") but no global format; MLX needs the global group_size and bits");
+        }
+        nlohmann::json section = format_json(*global_);
+        for (const auto& [prefix, format] : overrides_)
+            section[prefix] = format ? format_json(*format) : nlohmann::json(false);
+        return section;
+    }
+
+    /// Reads the section from a parsed config.json (the whole object). `label` names it in errors.
+    /// A config without "quantization" (nor "quantization_config") describes an unquantized model.
+    /// Throws std::invalid_argument for a group size or bits that is not a supported integer, a mode
+    /// other than "affine", or a key other than group_size, bits and mode whose value is neither an object
+    /// (an override) nor false (a layer kept in float).
+    static MlxQuantization from_json(const nlohmann::json& config, const std::string& label = "config.json") {
+        MlxQuantization result;
+        if (!config.is_object()) throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": not a JSON object");
+        auto section = config.find("quantization");
+        if (section == config.end()) section = config.find("quantization_config");
+        if (section == config.end()) return result;
+        if (!section->is_object())
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": \"quantization\" is not an object");
+        result.global_ = parse_format(*section, label, "quantization");
+        for (const auto& [key, value] : section->items()) {
+            if (value.is_object()) {
+                result.overrides_[key] = parse_format(value, label, key);
+                if (!result.overrides_[key])
+                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                                " has no group_size/bits");
+            } else if (value.is_boolean()) {
+                if (value.get<bool>())
+                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                                " is `true`; an override is an object or false");
+                result.overrides_[key] = std::nullopt;
+            } else if (key != "group_size" && key != "bits" && key != "mode") {
+                // mlx-lm writes the global fields and per-layer objects or false here; anything else is not a
+                // format lowbit could apply, and ignoring it would load the layer in the global format.
+                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                            " is " + json_text(value) + "; an override is an object or false");
+            }
+        }
+        return result;
+    }
+
+    /// The format of layer `prefix` (e.g. "model.layers.0.self_attn.q_proj"): its override, else the
+    /// global one; nullopt when the layer is overridden with `false` or the model is not quantized.
+    /// Whether the layer is quantized at all in the file is told by the presence of prefix + ".scales".
+    std::optional<LayerQuantization> for_layer(std::string_view prefix) const {
+        if (const auto it = overrides_.find(prefix); it != overrides_.end()) return it->second;
+        return global_;
+    }
+
+    /// The global format (nullopt for an unquantized model).
+    const std::optional<LayerQuantization>& global() const noexcept { return global_; }
+    /// The per-layer overrides (nullopt = `false`).
+    const std::map<std::string, std::optional<LayerQuantization>, std::less<>>& overrides() const noexcept {
+        return overrides_;
+    }
+
+private:
+    /// A JSON value as compact text for an error message (invalid UTF-8 replaced, never a throw).
+    static std::string json_text(const nlohmann::json& value) {
+        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+
+    static void check_format(const std::string& where, const LayerQuantization& format) {
+        if (!is_supported_quantization_at_runtime(format.group_size, format.bits))
+            throw std::invalid_argument("lowbit::MlxQuantization: " + io_detail::quoted(where) + ": group_size = " +
+                                        std::to_string(format.group_size) + ", bits = " + std::to_string(format.bits) +
+                                        " is not supported (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+    }
+
+    static nlohmann::json format_json(const LayerQuantization& format) {
+        return {{"group_size", format.group_size}, {"bits", format.bits}, {"mode", "affine"}};
+    }
+
+    static std::optional<LayerQuantization> parse_format(const nlohmann::json& object, const std::string& label,
+                                                         const std::string& where) {
+        const auto group = object.find("group_size");
+        const auto bits = object.find("bits");
+        if (const auto mode = object.find("mode"); mode != object.end() && *mode != "affine")
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                        ": mode " + json_text(*mode) + " is not supported (only \"affine\")");
+        if (group == object.end() && bits == object.end()) return std::nullopt;
+        std::int64_t group_size = 64, bit_count = 4;  // MLX's defaults for a missing key
+        const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
+            if (it == object.end()) return;
+            if (!it->is_number_integer())
+                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                            ": " + key + " = " + json_text(*it) + " is not an integer");
+            out = it->get<std::int64_t>();
+        };
+        read(group, "group_size", group_size);
+        read(bits, "bits", bit_count);
+        const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
+        if (!in_range || !is_supported_quantization_at_runtime(static_cast<int>(group_size), static_cast<int>(bit_count)))
+            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                        ": group_size = " + std::to_string(group_size) + ", bits = " +
+                                        std::to_string(bit_count) +
+                                        " is not supported (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+        const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count)};
+        return format;
+    }
+
+    std::optional<LayerQuantization> global_;
+    std::map<std::string, std::optional<LayerQuantization>, std::less<>> overrides_;
+};
+
+/// Reads an MLX config.json (`path` is the file, or a directory holding config.json). Throws
+/// std::runtime_error when it cannot be read, std::invalid_argument when it does not parse or its
+/// quantization section is malformed (see MlxQuantization::from_json).
+inline MlxQuantization read_mlx_config(const std::filesystem::path& path) {
+    const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("lowbit::read_mlx_config: " + file.string() + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    nlohmann::json config;
+    try {
+        config = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument("lowbit::read_mlx_config: " + file.string() + ": does not parse: " + e.what());
+    }
+    return MlxQuantization::from_json(config, file.string());
+}
+
+/// Writes an MLX config.json (`path` is the file, or an existing directory that gets config.json): the
+/// object `base` (e.g. the float model's config; default empty) with "quantization" and its copy
+/// "quantization_config" set from `quantization` (both removed for an unquantized model), keys sorted
+/// and indented by 4 as mlx_lm's save_config writes them; read_mlx_config reads every layer's format
+/// back. Throws std::invalid_argument for a base that is not an object or what
+/// MlxQuantization::to_json refuses, std::runtime_error when the file cannot be written.
+inline void save_mlx_config(const std::filesystem::path& path, const MlxQuantization& quantization,
+                            nlohmann::json base = nlohmann::json::object()) {
+    if (!base.is_object()) throw std::invalid_argument("lowbit::save_mlx_config: the base config is not a JSON object");
+    const nlohmann::json section = quantization.to_json();
+    base.erase("quantization");
+    base.erase("quantization_config");
+    if (!section.is_null()) {
+        base["quantization"] = section;
+        base["quantization_config"] = section;  // mlx_lm writes both (Hugging Face tools read the second)
+    }
+    const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << base.dump(4, ' ', false, nlohmann::json::error_handler_t::strict);
+    out.close();
+    if (!out) throw std::runtime_error("lowbit::save_mlx_config: " + file.string() + ": cannot write");
+}
+
+/// The MLX quantization section for allocate_bits' result: each layer under its name in
+/// `allocation.choices` (the CalibratedLayer names the caller gave: the checkpoint prefixes), `global`
+/// as the global format (default: the format chosen for the most layers, the first of them on a tie)
+/// and an override for every layer whose format differs from it. Throws std::invalid_argument for an
+/// empty layer name or one name given two formats.
+inline MlxQuantization mlx_quantization(const BitAllocation& allocation,
+                                        std::optional<LayerQuantization> global = std::nullopt) {
+    const auto& choices = allocation.choices;
+    if (!global) {
+        std::ptrdiff_t best_count = 0;
+        for (const LayerChoice& candidate : choices) {
+            const auto count = std::count_if(choices.begin(), choices.end(), [&](const LayerChoice& c) {
+                return c.bits == candidate.bits && c.group_size == candidate.group_size;
+            });
+            if (count > best_count) {
+                best_count = count;
+                global = LayerQuantization{candidate.group_size, candidate.bits};
+            }
+        }
+    }
+    MlxQuantization result(global);
+    std::map<std::string, LayerQuantization, std::less<>> seen;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+        const LayerChoice& choice = choices[i];
+        const LayerQuantization format{choice.group_size, choice.bits};
+        if (choice.name.empty())
+            throw std::invalid_argument("lowbit::mlx_quantization: layer " + std::to_string(i) + " has no name");
+        if (const auto [it, inserted] = seen.emplace(choice.name, format); !inserted && !(it->second == format))
+            throw std::invalid_argument("lowbit::mlx_quantization: layer " + io_detail::quoted(choice.name) +
+                                        " is given two formats");
+        if (!(global && format == *global)) result.set_layer(choice.name, format);
+    }
+    return result;
+}
+
+LOWBIT_END_NAMESPACE
