@@ -1,10 +1,14 @@
 // The xsimd compatibility shim against plain loops, and proof that this build's SIMD path is live.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -99,6 +103,37 @@ TEST_CASE("simd::round_residual, nearbyint_to_int and max_magnitude equal std::n
             CHECK(magnitude[i] == std::max(std::abs(value), std::abs(others[at + i])));
             CHECK_FALSE(std::signbit(magnitude[i]));
             if (std::abs(value) < 2e9f) CHECK(rounded[i] == static_cast<std::int32_t>(std::nearbyint(value)));
+        }
+    }
+}
+
+TEST_CASE("simd::div is IEEE division, bit for bit the scalar quotient", "[simd]") {
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(5);
+    // Quotients at a half (0.15 / 0.3: a refined reciprocal gives 0.49999997), subnormal, huge and
+    // infinite divisors and numerators, signed zeros; then random ones over many magnitudes.
+    const std::vector<std::pair<float, float>> special{
+        {0.15f, 0.3f},     {0.0f, 1e-39f},   {1e-38f, 1e-39f}, {3.0f, 0x1p-149f}, {-0.0f, 2.0f},   {1.0f, 3.0f},
+        {7.0f, 0.1f},      {1e38f, 0.5f},    {1.0f, 1e38f},    {5.0f, 0.0f},      {-5.0f, -0.0f},  {0.0f, 0.0f},
+        {1.0f, INFINITY},  {2.5f, 0.5f},     {4.5f, 0.01f},    {0x1p-126f, 3.0f}, {-1e-45f, 7.0f}, {1e30f, 1e-30f}};
+    std::vector<float> numerators(64 * lanes), denominators(64 * lanes);
+    std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+    std::uniform_int_distribution<int> exponent(-140, 120), sign(0, 1);
+    for (std::size_t i = 0; i < numerators.size(); ++i) {
+        numerators[i] = std::ldexp(mantissa(rng), exponent(rng)) * (sign(rng) ? -1.0f : 1.0f);
+        denominators[i] = std::ldexp(mantissa(rng), exponent(rng)) * (sign(rng) ? -1.0f : 1.0f);
+    }
+    for (std::size_t i = 0; i < special.size(); ++i) std::tie(numerators[i], denominators[i]) = special[i];
+    for (std::size_t at = 0; at + lanes <= numerators.size(); at += lanes) {
+        std::array<float, 64> quotients{};
+        simd::div(batch::load_unaligned(numerators.data() + at), batch::load_unaligned(denominators.data() + at))
+            .store_unaligned(quotients.data());
+        for (std::size_t i = 0; i < lanes; ++i) {
+            const float expected = numerators[at + i] / denominators[at + i];
+            INFO(numerators[at + i] << " / " << denominators[at + i] << " = " << expected << ", got " << quotients[i]);
+            if (std::isnan(expected)) CHECK(std::isnan(quotients[i]));
+            else CHECK(std::bit_cast<std::uint32_t>(quotients[i]) == std::bit_cast<std::uint32_t>(expected));
         }
     }
 }

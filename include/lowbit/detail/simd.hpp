@@ -33,6 +33,7 @@
 #include "arch/x86_avx.hpp"
 #include "arch/x86_avx2.hpp"
 #include "arch/x86_avx512.hpp"
+#include "arch/arm_neon64.hpp"
 
 // Every symbol of this file, like the rest of lowbit, is in the version-and-instruction-set-tagged
 // namespace of config.hpp, so code built for different targets links safely.
@@ -98,6 +99,15 @@ inline xsimd::batch<To, Arch> bit_cast(const xsimd::batch<From, Arch>& values) n
 #else
     return xsimd::bitwise_cast<xsimd::batch<To, Arch>>(values);
 #endif
+}
+
+/// numerator / denominator, lane by lane, correctly rounded (IEEE division) on every instruction set:
+/// kernels divide float batches through this, never through operator/ (which xsimd implements by a
+/// refined reciprocal estimate on NEON; arch/arm_neon64.hpp).
+template <class Arch>
+inline xsimd::batch<float, Arch> div(const xsimd::batch<float, Arch>& numerator,
+                                     const xsimd::batch<float, Arch>& denominator) noexcept {
+    return arch_ops::div(numerator, denominator, Arch{});
 }
 
 /// Rounds toward zero / to nearest even (std::nearbyint in the default FP mode), lane by lane.

@@ -62,6 +62,12 @@ inline xsimd::batch<float, Arch> nearbyint(const xsimd::batch<float, Arch>& valu
 }
 
 template <class Arch>
+inline xsimd::batch<float, Arch> div(const xsimd::batch<float, Arch>& numerator,
+                                     const xsimd::batch<float, Arch>& denominator, const xsimd::generic&) noexcept {
+    return numerator / denominator;
+}
+
+template <class Arch>
 inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const xsimd::batch<float, Arch>& b,
                                      const xsimd::batch<float, Arch>& c, const xsimd::generic&) noexcept {
     return xsimd::fma(a, b, c);

@@ -78,14 +78,14 @@ struct ForwardOp {
         if constexpr (Q == Quotient::multiply) {
             return round_rule<R, Arch>(clamp(x * inv_scale));
         } else if constexpr (Q == Quotient::divide) {
-            return round_rule<R, Arch>(clamp(x / scale));
+            return round_rule<R, Arch>(clamp(simd::div(x, scale)));
         } else {
             // Clamped values are integers or inside the code range (|.| <= 2^17), so no size exemption.
             const batch clamped = clamp(x * inv_scale);
             const batch code = round_rule<R, Arch>(clamped);
             const auto near_tie =
                 (batch(0.5f) - xsimd::abs(clamped - code)) <= xsimd::abs(clamped) * batch(0x1.0p-21f);
-            if (xsimd::any(near_tie)) return round_rule<R, Arch>(clamp(x / scale));
+            if (xsimd::any(near_tie)) return round_rule<R, Arch>(clamp(simd::div(x, scale)));
             return code;
         }
     }
@@ -95,14 +95,14 @@ struct ForwardOp {
         if constexpr (Q == Quotient::multiply) {
             return round_rule<R, Arch>(x * inv_scale);
         } else if constexpr (Q == Quotient::divide) {
-            return round_rule<R, Arch>(x / scale);
+            return round_rule<R, Arch>(simd::div(x, scale));
         } else {
             const batch product = x * inv_scale;
             const batch code = round_rule<R, Arch>(product);
             const batch magnitude = xsimd::abs(product);
             const auto near_tie = ((batch(0.5f) - xsimd::abs(product - code)) <= magnitude * batch(0x1.0p-21f)) &
                                   (magnitude < batch(0x1.0p20f));
-            if (xsimd::any(near_tie)) return round_rule<R, Arch>(x / scale);
+            if (xsimd::any(near_tie)) return round_rule<R, Arch>(simd::div(x, scale));
             return code;
         }
     }

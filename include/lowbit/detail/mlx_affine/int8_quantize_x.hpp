@@ -36,7 +36,7 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
         }
         const batch divisor(scale), high(127.0f), low(-127.0f);
         for (Eigen::Index k = 0; k < GroupSize; k += W) {
-            const batch code = xsimd::min(xsimd::max(simd::nearbyint(batch::load_unaligned(group + k) / divisor), low), high);
+            const batch code = xsimd::min(xsimd::max(simd::nearbyint(simd::div(batch::load_unaligned(group + k), divisor)), low), high);
             simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), out + k);
         }
     }

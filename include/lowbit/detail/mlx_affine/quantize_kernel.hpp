@@ -96,13 +96,13 @@ LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const xsimd::batch<float
     using fbatch = xsimd::batch<float, Arch>;
     const fbatch zero(0.0f), one(1.0f);
     const auto min_is_edge = xsimd::abs(low) > xsimd::abs(high);
-    const fbatch range_scale = simd::max((high - low) / fbatch(static_cast<float>((1 << Bits) - 1)), fbatch(1e-7f));
+    const fbatch range_scale = simd::max(simd::div(high - low, fbatch(static_cast<float>((1 << Bits) - 1))), fbatch(1e-7f));
     const fbatch scale = xsimd::select(min_is_edge, range_scale, -range_scale);
     const fbatch edge = xsimd::select(min_is_edge, low, high);
-    const fbatch q0 = simd::nearbyint(edge / scale);
+    const fbatch q0 = simd::nearbyint(simd::div(edge, scale));
     const auto q0_nonzero = q0 != zero;
-    const fbatch final_scale = xsimd::select(q0_nonzero, edge / xsimd::select(q0_nonzero, q0, one), scale);
-    const fbatch bias = xsimd::select(q0_nonzero, edge, zero), inverse = one / final_scale;
+    const fbatch final_scale = xsimd::select(q0_nonzero, simd::div(edge, xsimd::select(q0_nonzero, q0, one)), scale);
+    const fbatch bias = xsimd::select(q0_nonzero, edge, zero), inverse = simd::div(one, final_scale);
     // The coding pass's quotients at the group's extremes, by its operations (they bound the others).
     const fbatch low_quotient = (low - bias) * inverse, high_quotient = (high - bias) * inverse;
     const fbatch floor(-0.5f), ceiling(static_cast<float>(2 << Bits));
@@ -209,7 +209,7 @@ RowFault quantize_row_f32(const float* values, std::size_t groups, std::uint8_t*
             static_for<steps>([&](auto step) {
                 constexpr int i = decltype(step)::value;
                 const fbatch rounded =
-                    simd::nearbyint((fbatch::load_unaligned(values + offset + i * W) - bias) / scale);
+                    simd::nearbyint(simd::div(fbatch::load_unaligned(values + offset + i * W) - bias, scale));
                 store_codes(i, xsimd::batch_cast<std::int32_t>(simd::min(top, simd::max(zero, rounded))));
             });
         }

@@ -86,7 +86,7 @@ std::int32_t quantize_token_simd(const float* x, Eigen::Index K, std::int8_t* co
     alignas(64) std::int32_t lanes[W];
     std::int32_t sum = 0;
     for (Eigen::Index k = 0; k < whole; k += W) {
-        const fbatch q = fbatch::load_unaligned(x + k) / s_lanes;
+        const fbatch q = simd::div(fbatch::load_unaligned(x + k), s_lanes);
         fbatch r = xsimd::trunc(q);
         const fbatch fraction = q - r;
         r = r + xsimd::select(fraction >= half, one, zero) - xsimd::select(fraction <= -half, one, zero);
