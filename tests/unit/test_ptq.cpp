@@ -358,9 +358,9 @@ TEST_CASE("ptq: a block wider than the layer is the layer's width, never a buffe
 }
 
 TEST_CASE("ptq: calibration inputs anywhere in float's range give the result of the same inputs near 1", "[ptq]") {
-    // GPTQ and the channel weights are invariant under a common power-of-two scale of the inputs; before
-    // the rescaling (detail/ptq/calibration.hpp) inputs near 1e20 overflowed H and inputs near 1e-25
-    // underflowed it to zero (every input "dead").
+    // GPTQ and the channel weights are invariant under a common power-of-two scale of the inputs; without
+    // the rescaling (detail/ptq/calibration.hpp) inputs near 1e20 would overflow H and inputs near 1e-25
+    // would underflow it to zero (every input "dead").
     auto rng = lowbit::test::make_rng(74);
     const RowMatrixXf w = lowbit::test::random_weights(rng, 8, 128);
     const RowMatrixXf x = calibration(75, 30, 128);
