@@ -1,14 +1,15 @@
-// AnyQuantizedLinear: a QuantizedLinear whose group size and bits are chosen at run time (a checkpoint's
-// config says them), dispatched once per call to the compile-time layer inside.
+// AnyQuantizedLinear: a QuantizedLinear whose format (mode, group size and bits) is chosen at run time
+// (a checkpoint's config says it), dispatched once per call to the compile-time layer inside.
 //
-//   AnyQuantizedLinear = std::variant< QuantizedLinear<32, 2>, QuantizedLinear<32, 3>, ..., QuantizedLinear<128, 8> >
-//                                      GroupSize {32, 64, 128} x Bits {2, 3, 4, 5, 6, 8}: 18 alternatives
+//   AnyQuantizedLinear = std::variant< QuantizedLinearOf<Format>... >  one per format of QuantizedFormats
+//                                      (formats/formats.hpp; today MLX affine, 18 alternatives)
 //
 // Every alternative is compiled into a translation unit that calls forward(), from_linear() or
 // dequantize(), so prefer the typed QuantizedLinear when the format is known when compiling.
 #pragma once
 
 #include "detail/config.hpp"
+#include "formats/formats.hpp"
 #include "quantized_linear.hpp"
 
 #include <concepts>
@@ -26,51 +27,27 @@ LOWBIT_BEGIN_NAMESPACE
 
 /// is_supported_quantization<GroupSize, Bits> for values known at run time.
 constexpr bool is_supported_quantization_at_runtime(int group_size, int bits) noexcept {
-    return (bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8) &&
-           (group_size == 32 || group_size == 64 || group_size == 128);
+    return is_supported_format("affine", group_size, bits);
 }
 
 namespace detail {
 
-using AnyQuantizedLinearVariant = std::variant<
-    QuantizedLinear<32, 2>, QuantizedLinear<32, 3>, QuantizedLinear<32, 4>, QuantizedLinear<32, 5>,
-    QuantizedLinear<32, 6>, QuantizedLinear<32, 8>, QuantizedLinear<64, 2>, QuantizedLinear<64, 3>,
-    QuantizedLinear<64, 4>, QuantizedLinear<64, 5>, QuantizedLinear<64, 6>, QuantizedLinear<64, 8>,
-    QuantizedLinear<128, 2>, QuantizedLinear<128, 3>, QuantizedLinear<128, 4>, QuantizedLinear<128, 5>,
-    QuantizedLinear<128, 6>, QuantizedLinear<128, 8>>;
+template <class... Formats>
+std::variant<QuantizedLinearOf<Formats>...> quantized_linear_variant(std::tuple<Formats...>*);
 
-template <class Function, std::size_t... Index>
-auto dispatch_quantization(int group_size, int bits, Function&& function, std::index_sequence<Index...>) {
-    using First = std::variant_alternative_t<0, AnyQuantizedLinearVariant>;
-    using Result = decltype(function(std::type_identity<First>{}));
-    std::optional<std::conditional_t<std::is_void_v<Result>, bool, Result>> result;
-    const auto try_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-        using Layer = std::variant_alternative_t<I, AnyQuantizedLinearVariant>;
-        if (result || Layer::group_size != group_size || Layer::bits != bits) return;
-        if constexpr (std::is_void_v<Result>) {
-            function(std::type_identity<Layer>{});
-            result = true;
-        } else {
-            result.emplace(function(std::type_identity<Layer>{}));
-        }
-    };
-    (try_one(std::integral_constant<std::size_t, Index>{}), ...);
-    if (!result)
-        throw std::invalid_argument("lowbit: group_size = " + std::to_string(group_size) + ", bits = " +
-                                    std::to_string(bits) +
-                                    " is not a supported quantization (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
-    if constexpr (!std::is_void_v<Result>) return std::move(*result);
-}
+/// One QuantizedLinearOf<Format> per format of QuantizedFormats, in its order.
+using AnyQuantizedLinearVariant = decltype(quantized_linear_variant(static_cast<QuantizedFormats*>(nullptr)));
 
 }  // namespace detail
 
-/// Calls function(std::type_identity<QuantizedLinear<G, B>>{}) for the G = group_size, B = bits known
-/// at run time and returns its result. Throws std::invalid_argument naming both for an unsupported pair.
+/// Calls function(std::type_identity<QuantizedLinear<G, B>>{}) for the MLX affine format with G =
+/// group_size, B = bits known at run time and returns its result. Throws std::invalid_argument naming
+/// both (and the supported formats) for an unsupported pair.
 template <class Function>
 auto dispatch_quantization(int group_size, int bits, Function&& function) {
-    return detail::dispatch_quantization(
-        group_size, bits, std::forward<Function>(function),
-        std::make_index_sequence<std::variant_size_v<detail::AnyQuantizedLinearVariant>>{});
+    return dispatch_format("affine", group_size, bits, [&]<class Format>(std::type_identity<Format>) {
+        return function(std::type_identity<QuantizedLinearOf<Format>>{});
+    });
 }
 
 /// A QuantizedLinear<GroupSize, Bits> of any supported format, chosen at run time.
@@ -79,8 +56,8 @@ public:
     using Variant = detail::AnyQuantizedLinearVariant;
 
     /// Wraps a typed layer.
-    template <int GroupSize, int Bits>
-    AnyQuantizedLinear(QuantizedLinear<GroupSize, Bits> layer) : layer_(std::move(layer)) {}  // NOLINT: implicit on purpose
+    template <class Format>
+    AnyQuantizedLinear(QuantizedLinearOf<Format> layer) : layer_(std::move(layer)) {}  // NOLINT: implicit on purpose
 
     /// Quantizes linear.weight with group_size and bits (MLX's from_linear). Throws std::invalid_argument
     /// for an unsupported pair or a weight QuantizedLinear::from_linear refuses. A template (LinearLayer
@@ -94,6 +71,10 @@ public:
         });
     }
 
+    /// The format's mode ("affine").
+    const char* mode() const noexcept {
+        return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::format::mode; }, layer_);
+    }
     int group_size() const noexcept {
         return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::group_size; }, layer_);
     }

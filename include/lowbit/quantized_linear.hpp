@@ -69,9 +69,9 @@ Eigen::Tensor<float, Rank, Options, IndexType> matrix_as_tensor(const RowMatrixX
 /// template parameter so that a program (or a layer's forward(x)) that never asks for int8 activations
 /// does not compile the int8 kernels of every format it uses. `panels`: q's layer cache for the int8
 /// GEMM (dispatch/mlx_affine.hpp), or null.
-template <Activations Kind, class Derived, int GroupSize, int Bits>
+template <Activations Kind, class Derived, class Format>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q, Int8PanelCache* panels = nullptr) {
+                                   const QuantizedMatrixOf<Format>& q, Int8PanelCache* panels = nullptr) {
     q.check_shapes(function);
     const RowMatrixRef input(x.derived());
     if (input.cols() != q.cols())
@@ -92,18 +92,18 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
                                                     std::to_string(c) + ") = " + float_text(input(r, c)) +
                                                     " is not finite (Activations::int8 needs finite x)");
         }
-        quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols(),
+        quantized_matmul_int8(input.data(), input.outerStride(), input.rows(), q.view(), out.data(), out.cols(),
                               MatmulKernel::automatic, panels);
     } else {
-        quantized_matmul(input.data(), input.outerStride(), input.rows(), q, out.data(), out.cols());
+        quantized_matmul(input.data(), input.outerStride(), input.rows(), q.view(), out.data(), out.cols());
     }
     return out;
 }
 
 /// quantized_matmul_named with the activations chosen at run time.
-template <class Derived, int GroupSize, int Bits>
+template <class Derived, class Format>
 RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase<Derived>& x,
-                                   const QuantizedMatrix<GroupSize, Bits>& q, Activations activations,
+                                   const QuantizedMatrixOf<Format>& q, Activations activations,
                                    Int8PanelCache* panels = nullptr) {
     if (activations == Activations::int8) return quantized_matmul_named<Activations::int8>(function, x, q, panels);
     return quantized_matmul_named<Activations::f32>(function, x, q);
@@ -116,8 +116,8 @@ RowMatrixXf quantized_matmul_named(const char* function, const Eigen::MatrixBase
 /// s * sum(x*q) + b * sum(x), f32 accumulation (within lowbit's sqrt(K) bound of the float product, not
 /// bitwise equal to it). Threads: lowbit::num_threads(). x with no rows gives [0, out] (every layer's
 /// forward follows this rule). Throws std::invalid_argument for x.cols() != q.cols(), or inconsistent q.
-template <class Derived, int GroupSize, int Bits>
-RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q) {
+template <class Derived, class Format>
+RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrixOf<Format>& q) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
     return detail::quantized_matmul_named<Activations::f32>("lowbit::quantized_matmul", x, q);
 }
@@ -127,8 +127,8 @@ RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const Quantize
 /// (docs/numerics.md N11: per output within sum_g |s| * (a / 2) * sum_{k in g} q of the f32 result,
 /// plus float rounding). Throws as the two-argument form, and for int8 also for a NaN or Inf in x
 /// (naming its row and column).
-template <class Derived, int GroupSize, int Bits>
-RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrix<GroupSize, Bits>& q,
+template <class Derived, class Format>
+RowMatrixXf quantized_matmul(const Eigen::MatrixBase<Derived>& x, const QuantizedMatrixOf<Format>& q,
                              Activations activations) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantized_matmul takes a float x");
     return detail::quantized_matmul_named("lowbit::quantized_matmul", x, q, activations);
@@ -155,39 +155,41 @@ struct Linear {
     }
 };
 
-/// MLX's QuantizedLinear: weight quantized group-wise (GroupSize values per scale and bias, Bits-bit
-/// codes, bit-identical to mx.quantize), optional float bias [out] kept unquantized.
-/// forward(x) = quantized_matmul(x, weight()) + bias.
-template <int GroupSize = 64, int Bits = 4>
-class QuantizedLinear {
+/// MLX's QuantizedLinear with its weight in Format (formats/): weight quantized group-wise (group_size
+/// values per group's parameters, bits-bit codes; for MLX affine bit-identical to mx.quantize),
+/// optional float bias [out] kept unquantized. forward(x) = quantized_matmul(x, weight()) + bias.
+/// QuantizedLinear<GroupSize, Bits> below is the MLX affine one.
+template <class Format>
+class QuantizedLinearOf {
 public:
-    static constexpr int group_size = GroupSize;
-    static constexpr int bits = Bits;
-    using Matrix = QuantizedMatrix<GroupSize, Bits>;
+    using format = Format;
+    static constexpr int group_size = Format::group_size;
+    static constexpr int bits = Format::bits;
+    using Matrix = QuantizedMatrixOf<Format>;
 
     /// Weights drawn from U(-1/sqrt(in), 1/sqrt(in)) by std::mt19937_64(seed) in row-major order, then
     /// quantized; bias zero when requested (as MLX). Throws std::invalid_argument for a non-positive
     /// size or input_dims % GroupSize != 0.
-    QuantizedLinear(int input_dims, int output_dims, bool bias = true, std::uint64_t seed = 0) {
+    QuantizedLinearOf(int input_dims, int output_dims, bool bias = true, std::uint64_t seed = 0) {
         if (input_dims <= 0 || output_dims <= 0)
             throw std::invalid_argument("lowbit::QuantizedLinear: input_dims = " + std::to_string(input_dims) +
                                         " and output_dims = " + std::to_string(output_dims) + " must be positive");
-        if (input_dims % GroupSize != 0)
+        if (input_dims % group_size != 0)
             throw std::invalid_argument("lowbit::QuantizedLinear: in = " + std::to_string(input_dims) +
-                                        " is not a multiple of GroupSize = " + std::to_string(GroupSize));
+                                        " is not a multiple of GroupSize = " + std::to_string(group_size));
         const float limit = 1.0f / std::sqrt(static_cast<float>(input_dims));
         std::mt19937_64 generator(seed);
         std::uniform_real_distribution<float> uniform(-limit, limit);
         RowMatrixXf weight(output_dims, input_dims);
         for (Eigen::Index r = 0; r < weight.rows(); ++r)
             for (Eigen::Index c = 0; c < weight.cols(); ++c) weight(r, c) = uniform(generator);
-        weight_ = quantize<GroupSize, Bits>(weight);
+        weight_ = detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::quantize", weight);
         if (bias) bias_ = Eigen::VectorXf::Zero(output_dims);
     }
 
     /// From an already quantized weight (e.g. loaded from an MLX checkpoint) and an optional bias [out].
     /// Throws std::invalid_argument for inconsistent shapes.
-    explicit QuantizedLinear(Matrix weight, std::optional<Eigen::VectorXf> bias = std::nullopt)
+    explicit QuantizedLinearOf(Matrix weight, std::optional<Eigen::VectorXf> bias = std::nullopt)
         : weight_(std::move(weight)), bias_(std::move(bias)) {
         weight_.check_shapes("lowbit::QuantizedLinear");
         if (bias_ && bias_->size() != weight_.rows())
@@ -196,12 +198,13 @@ public:
     }
 
     /// Quantizes linear.weight and copies linear.bias unquantized (MLX's from_linear).
-    static QuantizedLinear from_linear(const Linear& linear) {
+    static QuantizedLinearOf from_linear(const Linear& linear) {
         if (linear.bias && linear.bias->size() != linear.weight.rows())
             throw std::invalid_argument("lowbit::QuantizedLinear::from_linear: bias has " +
                                         std::to_string(linear.bias->size()) + " values for " +
                                         std::to_string(linear.weight.rows()) + " outputs");
-        return QuantizedLinear(quantize<GroupSize, Bits>(linear.weight), linear.bias);
+        return QuantizedLinearOf(
+            detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::quantize", linear.weight), linear.bias);
     }
 
     /// x [M, in] (any float dense expression) -> [M, out]; M = 0 gives [0, out]. Throws
@@ -256,5 +259,9 @@ private:
     // bytes as weight_'s codes, scales and biases) and shared by copies; null only when moved from.
     std::shared_ptr<detail::Int8PanelCache> int8_panels_ = std::make_shared<detail::Int8PanelCache>();
 };
+
+/// MLX's affine QuantizedLinear: QuantizedLinearOf<MlxAffine<GroupSize, Bits>>.
+template <int GroupSize = 64, int Bits = 4>
+using QuantizedLinear = QuantizedLinearOf<MlxAffine<GroupSize, Bits>>;
 
 LOWBIT_END_NAMESPACE

@@ -38,6 +38,7 @@
 #include "detail/checks.hpp"
 #include "detail/dispatch/mlx_affine_quantize.hpp"
 #include "detail/mlx_affine/packing.hpp"
+#include "detail/quantized_view.hpp"
 #include "detail/threading/parallel.hpp"
 #include "formats/mlx_affine.hpp"
 #include "matrix_types.hpp"
@@ -45,44 +46,68 @@
 
 LOWBIT_BEGIN_NAMESPACE
 
-/// Group-wise quantized matrix [rows, cols] in MLX's affine format (layout drawn at the top of this file).
-template <int GroupSize = 64, int Bits = 4>
-struct QuantizedMatrix {
-    static_assert(is_supported_quantization<GroupSize, Bits>,
-                  "lowbit::QuantizedMatrix supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
-    /// The format this matrix holds (formats/mlx_affine.hpp).
-    using format = MlxAffine<GroupSize, Bits>;
+namespace detail {
+/// The biases member of a format without biases: nothing.
+struct NoBiases {};
+}  // namespace detail
+
+/// A group-wise quantized matrix [rows, cols] in Format (formats/): packed codes and per-group
+/// parameters. QuantizedMatrix<GroupSize, Bits> below is the MLX affine one (layout drawn at the top of
+/// this file).
+template <class Format>
+struct QuantizedMatrixOf {
+    using format = Format;
     using CodeMatrix = Eigen::Matrix<std::uint32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using ScaleMatrix = Eigen::Matrix<typename Format::scale_type, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using BiasMatrix = std::conditional_t<Format::has_biases, RowMatrixXf, detail::NoBiases>;
 
-    static constexpr int group_size = GroupSize;
-    static constexpr int bits = Bits;
-    static constexpr int words_per_group = format::words_per_group;
-    static constexpr std::uint32_t max_code = format::max_code;
+    static constexpr int group_size = Format::group_size;
+    static constexpr int bits = Format::bits;
+    static constexpr int words_per_group = Format::words_per_group;
+    static constexpr std::uint32_t max_code = Format::max_code;
 
-    CodeMatrix codes;     ///< [rows, cols*Bits/32] packed codes
-    RowMatrixXf scales;   ///< [rows, cols/GroupSize]
-    RowMatrixXf biases;   ///< [rows, cols/GroupSize]
+    CodeMatrix codes;                         ///< [rows, cols*bits/32] packed codes
+    ScaleMatrix scales;                       ///< [rows, cols/group_size]
+    [[no_unique_address]] BiasMatrix biases;  ///< [rows, cols/group_size] when the format has biases
 
     Eigen::Index rows() const { return codes.rows(); }
-    Eigen::Index cols() const { return codes.cols() * 32 / Bits; }
+    Eigen::Index cols() const { return codes.cols() * 32 / bits; }
     Eigen::Index groups_per_row() const { return scales.cols(); }
 
-    /// Throws std::invalid_argument (message starting with `function`) unless the three parts agree
-    /// and the matrix is non-empty.
+    /// The kernels' view of this matrix (valid while it lives and is not resized).
+    detail::QuantizedView<Format> view() const noexcept {
+        detail::QuantizedView<Format> v;
+        v.codes = detail::RowMajorView<std::uint32_t>::of(codes);
+        v.scales = detail::RowMajorView<typename Format::scale_type>::of(scales);
+        if constexpr (Format::has_biases) v.biases = detail::RowMajorView<float>::of(biases);
+        return v;
+    }
+
+    /// Throws std::invalid_argument (message starting with `function`) unless the parts agree and the
+    /// matrix is non-empty.
     void check_shapes(const char* function) const {
         const auto text = [](Eigen::Index rows, Eigen::Index cols) { return detail::shape_text(rows, cols); };
         if (codes.rows() == 0 || codes.cols() == 0)
             throw std::invalid_argument(std::string(function) + ": empty quantized matrix (codes " +
                                         text(codes.rows(), codes.cols()) + ")");
-        if (scales.rows() != codes.rows() || biases.rows() != codes.rows() || scales.cols() != biases.cols() ||
-            scales.cols() * words_per_group != codes.cols())
+        bool biases_agree = true;
+        std::string biases_text;
+        if constexpr (Format::has_biases) {
+            biases_agree = biases.rows() == codes.rows() && biases.cols() == scales.cols();
+            biases_text = " and biases " + text(biases.rows(), biases.cols());
+        }
+        if (scales.rows() != codes.rows() || !biases_agree || scales.cols() * words_per_group != codes.cols())
             throw std::invalid_argument(std::string(function) + ": codes " + text(codes.rows(), codes.cols()) +
-                                        ", scales " + text(scales.rows(), scales.cols()) + " and biases " +
-                                        text(biases.rows(), biases.cols()) + " do not describe one " +
-                                        std::to_string(Bits) + "-bit matrix with GroupSize = " +
-                                        std::to_string(GroupSize));
+                                        ", scales " + text(scales.rows(), scales.cols()) + biases_text +
+                                        " do not describe one " + std::to_string(bits) +
+                                        "-bit matrix with GroupSize = " + std::to_string(group_size));
     }
 };
+
+/// The MLX affine matrix: QuantizedMatrixOf<MlxAffine<GroupSize, Bits>>, members codes, scales and
+/// biases (layout at the top of this file).
+template <int GroupSize = 64, int Bits = 4>
+using QuantizedMatrix = QuantizedMatrixOf<MlxAffine<GroupSize, Bits>>;
 
 namespace detail {
 
@@ -168,6 +193,15 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
     return result;
 }
 
+/// The quantizer of the MLX affine format, found by overload on the format's tag: the generic
+/// quantize<Format> and QuantizedLinearOf<Format> call quantize_format(FormatTag<Format>{}, ...), and a
+/// new format adds its own overload.
+template <int GroupSize, int Bits, class Derived>
+QuantizedMatrix<GroupSize, Bits> quantize_format(FormatTag<MlxAffine<GroupSize, Bits>>, const char* function,
+                                                 const Eigen::MatrixBase<Derived>& w) {
+    return quantize_named<GroupSize, Bits>(function, w);
+}
+
 }  // namespace detail
 
 /// Quantizes w [out, in] (any float Eigen dense expression, either storage order) exactly as MLX's CPU
@@ -184,6 +218,14 @@ template <int GroupSize = 64, int Bits = 4, class Derived>
 QuantizedMatrix<GroupSize, Bits> quantize(const Eigen::MatrixBase<Derived>& w) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
     return detail::quantize_named<GroupSize, Bits>("lowbit::quantize", w);
+}
+
+/// Quantizes w into Format (formats/): quantize<MlxAffine<GroupSize, Bits>>(w) is quantize<GroupSize,
+/// Bits>(w) above. Throws as that format's quantizer says.
+template <class Format, class Derived>
+QuantizedMatrixOf<Format> quantize(const Eigen::MatrixBase<Derived>& w) {
+    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
+    return detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::quantize", w);
 }
 
 /// The float matrix [rows, cols] that q stands for: w = s * q + b per group, computed as fl(fl(s*q) + b)

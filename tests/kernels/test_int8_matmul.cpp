@@ -85,17 +85,20 @@ enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel, layer_panel
 template <int GroupSize, int Bits>
 void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q,
               float* out, Index out_stride) {
-    // One kernel for any M through the dispatch entry (compiled once for the suite: mlx_affine_instances.hpp).
+    // One kernel for any M through the dispatch entry (compiled once for the suite: format_instances.hpp).
     if (runner == Int8Runner::layer_panels) {
         detail::Int8PanelCache panels;
         std::vector<float> first(static_cast<std::size_t>(M * out_stride), sentinel), per_call(first);
-        detail::quantized_matmul_int8(x, x_stride, M, q, first.data(), out_stride, detail::MatmulKernel::automatic, &panels);
-        detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride, detail::MatmulKernel::automatic, &panels);
+        detail::quantized_matmul_int8(x, x_stride, M, q.view(), first.data(), out_stride,
+                                      detail::MatmulKernel::automatic, &panels);
+        detail::quantized_matmul_int8(x, x_stride, M, q.view(), out, out_stride, detail::MatmulKernel::automatic,
+                                      &panels);
         CHECK(std::equal(first.begin(), first.end(), out));
         using table = detail::MlxAffineI8Kernels<GroupSize, Bits, detail::dispatch_int8_ops>;
         if constexpr (table::prepacked) {
             CHECK(panels.panels.columns == detail::kernels::Int8TileShape<typename table::ops>::columns);
-            detail::quantized_matmul_int8(x, x_stride, M, q, per_call.data(), out_stride, detail::MatmulKernel::gemm);
+            detail::quantized_matmul_int8(x, x_stride, M, q.view(), per_call.data(), out_stride,
+                                          detail::MatmulKernel::gemm);
             CHECK(std::equal(per_call.begin(), per_call.end(), out));
         } else {
             CHECK(panels.panels.columns == 0);
@@ -105,7 +108,7 @@ void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const 
     const detail::MatmulKernel kernel = runner == Int8Runner::row_dot_kernel      ? detail::MatmulKernel::gemv
                                         : runner == Int8Runner::panel_gemm_kernel ? detail::MatmulKernel::gemm
                                                                                   : detail::MatmulKernel::automatic;
-    detail::quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel);
+    detail::quantized_matmul_int8(x, x_stride, M, q.view(), out, out_stride, kernel);
 }
 
 /// Runs the int8 matmul (dispatched, or one kernel directly) and the reference on the same strided x
@@ -120,7 +123,7 @@ void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, In
     const auto x = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * x_stride), -1.0f, 1.0f);
     std::vector<float> out(static_cast<std::size_t>(M * out_stride), sentinel), expected(out);
     run_int8(runner, x.data(), x_stride, M, q, out.data(), out_stride);
-    detail::reference::quantized_matmul_int8(x.data(), x_stride, M, q, expected.data(), out_stride);
+    detail::reference::quantized_matmul_int8(x.data(), x_stride, M, q.view(), expected.data(), out_stride);
     const Terms<GroupSize, Bits> terms(x.data(), x_stride, M, q);
     const auto groups = static_cast<std::size_t>(K / GroupSize);
     int failures = 0;
@@ -222,7 +225,7 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inp
         }
         const RowMatrixXf y = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
         RowMatrixXf reference(M, N);
-        detail::reference::quantized_matmul_int8(x.data(), K, M, q, reference.data(), N);
+        detail::reference::quantized_matmul_int8(x.data(), K, M, q.view(), reference.data(), N);
         CHECK(reference == exact);
         CHECK(y == exact);
     }
@@ -322,7 +325,7 @@ TEST_CASE("int8 matmul: ties, zero rows and the f32 default are unchanged", "[in
     x.row(2) = RowMatrixXf::Random(1, 128);
     const RowMatrixXf y = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
     RowMatrixXf reference(3, 21);
-    detail::reference::quantized_matmul_int8(x.data(), 128, 3, q, reference.data(), 21);
+    detail::reference::quantized_matmul_int8(x.data(), 128, 3, q.view(), reference.data(), 21);
     CHECK(y.row(0).isZero(0.0f));  // all-zero row: a = 0, codes 0, xsum 0
     for (Index n = 0; n < 21; ++n) CHECK(std::fabs(y(1, n) - reference(1, n)) <= 1e-4f * (1.0f + std::fabs(reference(1, n))));
 
@@ -333,7 +336,7 @@ TEST_CASE("int8 matmul: ties, zero rows and the f32 default are unchanged", "[in
     // The layer's int8 forward runs the panel GEMM (on its panels, at every M): bit for bit the per-call
     // GEMM's result plus the bias; a copy shares the panels and gives the same.
     RowMatrixXf gemm(3, 21);
-    detail::quantized_matmul_int8(x.data(), 128, 3, q, gemm.data(), 21, detail::MatmulKernel::gemm);
+    detail::quantized_matmul_int8(x.data(), 128, 3, q.view(), gemm.data(), 21, detail::MatmulKernel::gemm);
     const RowMatrixXf y_layer = layer.forward(x, lowbit::Activations::int8);
     CHECK(y_layer == (gemm.rowwise() + Eigen::RowVectorXf::Constant(21, 0.25f)));
     const lowbit::QuantizedLinear<64, 4> copy = layer;
@@ -343,7 +346,8 @@ TEST_CASE("int8 matmul: ties, zero rows and the f32 default are unchanged", "[in
     detail::Int8PanelCache foreign;
     std::call_once(foreign.built, [&] { foreign.panels.columns = 1; });
     RowMatrixXf y_foreign(3, 21);
-    detail::quantized_matmul_int8(x.data(), 128, 3, q, y_foreign.data(), 21, detail::MatmulKernel::automatic, &foreign);
+    detail::quantized_matmul_int8(x.data(), 128, 3, q.view(), y_foreign.data(), 21, detail::MatmulKernel::automatic,
+                                  &foreign);
     CHECK(y_foreign == y);
     CHECK(foreign.panels.columns == 1);
 

@@ -95,19 +95,19 @@ template <int GroupSize, int Bits>
 void check_all_paths(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding) {
     const Problem<GroupSize, Bits> problem(rng, M, N, K, x_padding, out_padding);
     problem.check("reference", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-        lowbit::detail::reference::quantized_matmul(x, xs, m, q, out, os);
+        lowbit::detail::reference::quantized_matmul(x, xs, m, q.view(), out, os);
     });
     if constexpr (simd::enabled) {
         problem.check("qgemm", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-            lowbit::detail::quantized_matmul(x, xs, m, q, out, os, lowbit::detail::MatmulKernel::gemm);
+            lowbit::detail::quantized_matmul(x, xs, m, q.view(), out, os, lowbit::detail::MatmulKernel::gemm);
         });
         if constexpr (lowbit::MlxAffine<GroupSize, Bits>::codes_in_whole_words) {
             if (M == 1)
                 problem.check("qgemv", [](const float* x, Index, Index, const auto& q, float* out, Index) {
-                    lowbit::detail::quantized_matmul(x, 0, 1, q, out, 0, lowbit::detail::MatmulKernel::gemv);
+                    lowbit::detail::quantized_matmul(x, 0, 1, q.view(), out, 0, lowbit::detail::MatmulKernel::gemv);
                 });
             problem.check("qgemv_batch", [](const float* x, Index xs, Index m, const auto& q, float* out, Index os) {
-                lowbit::detail::quantized_matmul(x, xs, m, q, out, os, lowbit::detail::MatmulKernel::batch);
+                lowbit::detail::quantized_matmul(x, xs, m, q.view(), out, os, lowbit::detail::MatmulKernel::batch);
             });
         }
     }

@@ -826,7 +826,7 @@ void check_quantized(std::mt19937_64& rng) {
     const Index batch = uniform_int(rng, 1, 5);
     const RowMatrixXf x = sprinkled_matrix(rng, batch, cols, true).cwiseMax(-1e15f).cwiseMin(1e15f);
     RowMatrixXf reference(batch, rows);
-    lowbit::detail::reference::quantized_matmul(x.data(), cols, batch, q, reference.data(), rows);
+    lowbit::detail::reference::quantized_matmul(x.data(), cols, batch, q.view(), reference.data(), rows);
     const RowMatrixXf y = lowbit::quantized_matmul(x, q);
     for (Index m = 0; m < batch; ++m)
         for (Index n = 0; n < rows; ++n) {

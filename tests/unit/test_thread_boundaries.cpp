@@ -300,7 +300,7 @@ void check_quantized_rows(std::mt19937_64& rng, Index rows, Index cols, Index ba
     const RowMatrixXf layer_row_one = layer.forward(x.row(batch - 1));
     {
         RowMatrixXf reference(batch, rows);
-        lowbit::detail::reference::quantized_matmul(x.data(), x.cols(), batch, q_one, reference.data(), rows);
+        lowbit::detail::reference::quantized_matmul(x.data(), x.cols(), batch, q_one.view(), reference.data(), rows);
         const RowMatrixXf exact = x * w_one.transpose();
         const double worst = (reference - y_one).cwiseAbs().maxCoeff();
         const double magnitude = (x.cwiseAbs() * w_one.cwiseAbs().transpose()).maxCoeff();
@@ -405,7 +405,7 @@ void check_int8_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) 
     lowbit::set_num_threads(1);
     const RowMatrixXf y_one = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
     RowMatrixXf reference(batch, rows);
-    lowbit::detail::reference::quantized_matmul_int8(x.data(), x.cols(), batch, q, reference.data(), rows);
+    lowbit::detail::reference::quantized_matmul_int8(x.data(), x.cols(), batch, q.view(), reference.data(), rows);
     const double magnitude = (x.cwiseAbs() * lowbit::dequantize(q).cwiseAbs().transpose()).maxCoeff();
     INFO("GroupSize " << GroupSize << ", Bits " << Bits << ", rows " << rows << ", cols " << cols << ", batch " << batch);
     CHECK((reference - y_one).cwiseAbs().maxCoeff() <= 1e-4 * magnitude);

@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -75,12 +76,14 @@ inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, s
 
 }  // namespace io_detail
 
-/// Loads the quantized linear layer `prefix` (tensors prefix.weight, .scales, .biases, optional .bias;
-/// layout at the top of this file) with the given format. Throws std::invalid_argument naming the file
-/// and tensor for a missing tensor, a wrong dtype, shapes that do not fit group_size and bits, or an
-/// unsupported format.
-inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size, int bits) {
+/// Loads the quantized linear layer `prefix` in Format (tensors prefix.weight, .scales, .biases when
+/// the format has biases, optional .bias; layout at the top of this file).
+template <class Format>
+QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::string_view prefix) {
+    static_assert(std::is_same_v<typename Format::scale_type, float>,
+                  "lowbit::load_mlx_linear_as: scales of this type are not read yet (add the dtype here)");
     constexpr std::string_view function = "load_mlx_linear";
+    constexpr int group_size = Format::group_size, bits = Format::bits;
     const std::string base(prefix);
     const std::string weight_name = base + ".weight";
     if (!file.contains(weight_name)) throw io_detail::layer_error(file, function, weight_name, "missing");
@@ -89,23 +92,31 @@ inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::stri
         throw io_detail::layer_error(file, function, weight_name,
                                      "is " + std::string(dtype_name(weight.dtype)) + " " +
                                          io_detail::shape_text(weight.shape) + ", a quantized weight is U32 [out, in*bits/32]");
-    return dispatch_quantization(group_size, bits, [&]<class Layer>(std::type_identity<Layer>) -> AnyQuantizedLinear {
-        using Matrix = typename Layer::Matrix;
-        const std::uint64_t out = weight.shape[0], words = weight.shape[1];
-        const std::uint64_t in = words * 32 / static_cast<std::uint64_t>(bits);
-        if (out == 0 || words == 0 || (words * 32) % static_cast<std::uint64_t>(bits) != 0 ||
-            in % static_cast<std::uint64_t>(group_size) != 0)
-            throw io_detail::layer_error(file, function, weight_name,
-                                         "shape " + io_detail::shape_text(weight.shape) + " is not a non-empty " +
-                                             std::to_string(bits) + "-bit weight with group size " +
-                                             std::to_string(group_size));
-        const std::uint64_t groups = in / static_cast<std::uint64_t>(group_size);
-        Matrix matrix;
-        matrix.codes.resize(static_cast<Eigen::Index>(out), static_cast<Eigen::Index>(words));
-        std::memcpy(matrix.codes.data(), weight.bytes.data(), weight.bytes.size());
-        matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
+    const std::uint64_t out = weight.shape[0], words = weight.shape[1];
+    const std::uint64_t in = words * 32 / static_cast<std::uint64_t>(bits);
+    if (out == 0 || words == 0 || (words * 32) % static_cast<std::uint64_t>(bits) != 0 ||
+        in % static_cast<std::uint64_t>(group_size) != 0)
+        throw io_detail::layer_error(file, function, weight_name,
+                                     "shape " + io_detail::shape_text(weight.shape) + " is not a non-empty " +
+                                         std::to_string(bits) + "-bit weight with group size " +
+                                         std::to_string(group_size));
+    const std::uint64_t groups = in / static_cast<std::uint64_t>(group_size);
+    QuantizedMatrixOf<Format> matrix;
+    matrix.codes.resize(static_cast<Eigen::Index>(out), static_cast<Eigen::Index>(words));
+    std::memcpy(matrix.codes.data(), weight.bytes.data(), weight.bytes.size());
+    matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
+    if constexpr (Format::has_biases)
         matrix.biases = io_detail::float_tensor(file, function, base + ".biases", out, groups);
-        return AnyQuantizedLinear(Layer(std::move(matrix), io_detail::bias_tensor(file, function, base + ".bias", out)));
+    return QuantizedLinearOf<Format>(std::move(matrix), io_detail::bias_tensor(file, function, base + ".bias", out));
+}
+
+/// Loads the quantized linear layer `prefix` in the format of this mode, group size and bits (known at
+/// run time; MLX affine by default). Throws std::invalid_argument naming the file and tensor for a
+/// missing tensor, a wrong dtype, shapes that do not fit the format, or an unsupported format.
+inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size,
+                                          int bits, std::string_view mode = "affine") {
+    return dispatch_format(mode, group_size, bits, [&]<class Format>(std::type_identity<Format>) {
+        return AnyQuantizedLinear(load_mlx_linear_as<Format>(file, prefix));
     });
 }
 
@@ -117,7 +128,7 @@ inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::stri
     if (!format)
         throw std::invalid_argument("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
                                     " is not quantized in the config; load it with load_linear");
-    return load_mlx_linear(file, prefix, format->group_size, format->bits);
+    return load_mlx_linear(file, prefix, format->group_size, format->bits, "affine");
 }
 
 /// Loads the float linear layer `prefix` (prefix.weight F32/F16/BF16 [out, in], optional prefix.bias
@@ -138,19 +149,22 @@ inline Linear load_linear(const SafetensorsFile& file, std::string_view prefix) 
     return linear;
 }
 
-/// Adds layer `prefix` to `writer` in MLX's layout: prefix.weight (U32 codes), prefix.scales and
-/// prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even), prefix.bias in `dtype` when the
-/// layer has one. Throws std::invalid_argument for another dtype or a name already added.
-template <int GroupSize, int Bits>
-void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const QuantizedLinear<GroupSize, Bits>& layer,
+/// Adds layer `prefix` to `writer` in MLX's layout: prefix.weight (U32 codes), prefix.scales and (when
+/// the format has them) prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even), prefix.bias
+/// in `dtype` when the layer has one. Throws std::invalid_argument for another dtype or a name already
+/// added.
+template <class Format>
+void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const QuantizedLinearOf<Format>& layer,
                      Dtype dtype = Dtype::f32) {
+    static_assert(std::is_same_v<typename Format::scale_type, float>,
+                  "lowbit::save_mlx_linear: scales of this type are not written yet (add the dtype here)");
     if (!is_float_dtype(dtype))
         throw std::invalid_argument("lowbit::save_mlx_linear: layer " + io_detail::quoted(prefix) + ": scales are " +
                                     "written as F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
     const std::string base(prefix);
     writer.add(base + ".weight", layer.weight().codes);
     writer.add(base + ".scales", layer.weight().scales, dtype);
-    writer.add(base + ".biases", layer.weight().biases, dtype);
+    if constexpr (Format::has_biases) writer.add(base + ".biases", layer.weight().biases, dtype);
     if (layer.bias()) writer.add(base + ".bias", *layer.bias(), dtype);
 }
 

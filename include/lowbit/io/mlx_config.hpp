@@ -144,7 +144,7 @@ private:
         if (!is_supported_quantization_at_runtime(format.group_size, format.bits))
             throw std::invalid_argument("lowbit::MlxQuantization: " + io_detail::quoted(where) + ": group_size = " +
                                         std::to_string(format.group_size) + ", bits = " + std::to_string(format.bits) +
-                                        " is not supported (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+                                        " is not supported (" + supported_formats_text() + ")");
     }
 
     static nlohmann::json format_json(const LayerQuantization& format) {
@@ -172,9 +172,9 @@ private:
         const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
         if (!in_range || !is_supported_quantization_at_runtime(static_cast<int>(group_size), static_cast<int>(bit_count)))
             throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                        ": group_size = " + std::to_string(group_size) + ", bits = " +
-                                        std::to_string(bit_count) +
-                                        " is not supported (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+                                        ": group_size = " + std::to_string(group_size) +
+                                        ", bits = " + std::to_string(bit_count) + " is not supported (" +
+                                        supported_formats_text() + ")");
         const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count)};
         return format;
     }

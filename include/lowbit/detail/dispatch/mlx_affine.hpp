@@ -1,5 +1,6 @@
 // dispatch/: kernel selection for the matmul on MLX affine codes (the table is in fake_quant.hpp of
-// this folder, at the top; this file holds the format's rows).
+// this folder, at the top; this file holds the format's rows). run_quantized_matmul and
+// run_quantized_matmul_int8 below are what FormatKernels<MlxAffine<G, B>> calls (format_kernels.hpp).
 #pragma once
 
 #include "../config.hpp"
@@ -10,15 +11,17 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
 #include "../kernel_paths.hpp"
-#include "../mlx_affine/matmul_driver.hpp"
 #include "../mlx_affine/int8_matmul_reference.hpp"
 #include "../mlx_affine/int8_weight_panels.hpp"
+#include "../mlx_affine/matmul_driver.hpp"
 #include "../mlx_affine/matmul_reference.hpp"
 #include "../mlx_affine/qgemm_i8.hpp"
 #include "../mlx_affine/qgemv_i8.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
+#include "format_kernels.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -37,26 +40,11 @@ struct MlxAffineF32Kernels {
 /// The Arch the kernel tables are instantiated with: simd::arch, or void when SIMD is off.
 using dispatch_arch = std::conditional_t<simd::enabled, simd::arch, void>;
 
-/// The kernel a matmul on MLX affine codes runs: the dispatch's choice by M (automatic), or one kernel
-/// for any M (gemv: one row at a time; batch: the batch GEMV; gemm: the GEMM). The kernel tests drive
-/// each kernel over every shape this way, through the same compiled entry (mlx_affine_instances.hpp).
-/// A kernel that this build or format lacks (the GEMVs on 3, 5 or 6 bits, any kernel without SIMD)
-/// runs as the reference.
-enum class MatmulKernel { automatic, gemv, batch, gemm, reference };
-
-/// What a matmul ran, for the caller to record (kernel_paths.hpp): the run_* functions below do not record
-/// themselves, so that their compiled code does not depend on LOWBIT_RECORD_KERNEL_PATHS and one copy
-/// serves every translation unit (mlx_affine_instances.hpp).
-struct KernelRun {
-    KernelOp op;
-    KernelPath path;
-};
-
-/// out = x * dequantize(q)^T on raw row-major storage (x [M, K] with row stride x_stride, out [M, N]
-/// with row stride out_stride), threads inside; `kernel` as above. Returns what ran.
+/// FormatKernels::matmul of the MLX affine format (contract there). A kernel the format lacks (the
+/// GEMVs on 3, 5 or 6 bits, any kernel without SIMD) runs as the reference.
 template <int GroupSize, int Bits>
 KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                               const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
+                               const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride,
                                MatmulKernel kernel) {
     using table = MlxAffineF32Kernels<GroupSize, Bits, dispatch_arch>;
     if (kernel == MatmulKernel::automatic) {
@@ -86,14 +74,6 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
     return {M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference};
 }
 
-/// run_quantized_matmul, recorded.
-template <int GroupSize, int Bits>
-void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
-                      float* out, Eigen::Index out_stride, MatmulKernel kernel = MatmulKernel::automatic) {
-    const KernelRun run = run_quantized_matmul(x, x_stride, M, q, out, out_stride, kernel);
-    record(run.op, run.path);
-}
-
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
 /// instruction set Ops of detail/arch/x86_int8.hpp (void: none, the reference runs). Every bit width
 /// has them (3, 5 and 6 bits unpack codes to bytes first). Without a layer's panels: below gemm_rows
@@ -115,15 +95,14 @@ struct MlxAffineI8Kernels {
 /// the target has neither AVX-512 VNNI+BW nor AVX2+FMA).
 using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::available, simd::int8::best, void>;
 
-/// out = the int8-activation matmul (N11) of x and q on raw row-major storage; x must be finite
-/// (the caller checks). Threads inside. `kernel`: automatic, gemv or batch (the row-dot kernel of
-/// qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or reference. `panels`: q's layer
-/// cache or null; with it, automatic builds q's panels there once and runs the GEMM on them (when the
-/// table has `prepacked` and the cache holds this build's NR). Returns what ran.
+/// FormatKernels::matmul_int8 of the MLX affine format (contract there). `kernel`: automatic, gemv or
+/// batch (the row-dot kernel of qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or
+/// reference. With `panels`, automatic builds q's panels there once and runs the GEMM on them (when
+/// the table has `prepacked` and the cache holds this build's NR).
 template <int GroupSize, int Bits>
 KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                                    const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
-                                    MatmulKernel kernel, Int8PanelCache* panels) {
+                                    const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out,
+                                    Eigen::Index out_stride, MatmulKernel kernel, Int8PanelCache* panels) {
     using table = MlxAffineI8Kernels<GroupSize, Bits, dispatch_int8_ops>;
     const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
     if constexpr (table::prepacked) {
@@ -152,16 +131,7 @@ KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen
     return {op, KernelPath::reference};
 }
 
-/// run_quantized_matmul_int8, recorded.
-template <int GroupSize, int Bits>
-void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                           const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride,
-                           MatmulKernel kernel = MatmulKernel::automatic, Int8PanelCache* panels = nullptr) {
-    const KernelRun run = run_quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel, panels);
-    record(run.op, run.path);
-}
-
 }  // namespace detail
 LOWBIT_END_NAMESPACE
 
-#include "mlx_affine_instances.hpp"
+#include "format_instances.hpp"

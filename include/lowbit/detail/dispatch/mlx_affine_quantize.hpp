@@ -10,11 +10,13 @@
 #include <tuple>
 #include <type_traits>
 
+#include "../../formats/mlx_affine.hpp"
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/packing.hpp"
 #include "../mlx_affine/quantize.hpp"
 #include "../mlx_affine/quantize_kernel.hpp"
 #include "../simd.hpp"
+#include "format_kernels.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -32,11 +34,12 @@ void pack_row_codes(const Code* codes, std::size_t count, std::uint32_t* words) 
 
 /// Quantizes one row of `groups` groups of GroupSize values (MLX's rule) into its packed words, scales
 /// and biases; code_bytes is scratch for groups * GroupSize bytes. Returns what it found (RowFault; with a
-/// non-finite value the outputs are unspecified and the caller finds the value). Records no kernel path
-/// (quantize_row does), so one compiled copy serves every translation unit (mlx_affine_instances.hpp).
+/// non-finite value the outputs are unspecified and the caller finds the value). What
+/// FormatKernels<MlxAffine<GroupSize, Bits>>::quantize_row runs; records no kernel path (quantize_row
+/// does), so one compiled copy serves every translation unit (format_instances.hpp).
 template <int GroupSize, int Bits>
-RowFault run_quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
-                          float* scales, float* biases) {
+RowFault run_quantize_row(FormatTag<MlxAffine<GroupSize, Bits>>, const float* values, std::size_t groups,
+                          std::uint8_t* code_bytes, std::uint32_t* words, float* scales, float* biases) {
     RowFault found = RowFault::none;
     if constexpr (simd::enabled) {
         if constexpr (kernels::quantize_row_packs<Bits>)
@@ -57,12 +60,12 @@ RowFault run_quantize_row(const float* values, std::size_t groups, std::uint8_t*
     return found;
 }
 
-/// run_quantize_row, recording the path it takes (kernel_paths.hpp).
+/// FormatKernels<MlxAffine<GroupSize, Bits>>::quantize_row, recording the path it takes (kernel_paths.hpp).
 template <int GroupSize, int Bits>
 RowFault quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
                       float* scales, float* biases) {
     record(KernelOp::quantize_group, simd::enabled ? KernelPath::simd : KernelPath::reference);
-    return run_quantize_row<GroupSize, Bits>(values, groups, code_bytes, words, scales, biases);
+    return FormatKernels<MlxAffine<GroupSize, Bits>>::quantize_row(values, groups, code_bytes, words, scales, biases);
 }
 
 }  // namespace detail

@@ -29,7 +29,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "packing_reference.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -54,7 +55,7 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
 /// out[m * out_stride + n] for m < M, n < q.rows(); x[m * x_stride + k] for k < q.cols(), finite.
 template <int GroupSize, int Bits>
 void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                           const QuantizedMatrix<GroupSize, Bits>& q, float* out, Eigen::Index out_stride) {
+                           const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride) {
     const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<std::int8_t> xq(static_cast<std::size_t>(M * K));
     std::vector<float> a(static_cast<std::size_t>(M * groups)), x_sum(static_cast<std::size_t>(M * groups));

@@ -19,7 +19,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
@@ -37,7 +38,7 @@ using Index = Eigen::Index;
 
 /// out[n] = x * dequantize(q)^T for one row x (contiguous, q.cols() floats), threads over output rows.
 template <class Arch, int GroupSize, int Bits>
-void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float* out) {
+void qgemv_f32(const float* x, const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out) {
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     const Index K = q.cols(), N = q.rows();
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
@@ -57,13 +58,12 @@ void qgemv_f32(const float* x, const QuantizedMatrix<GroupSize, Bits>& q, float*
     });
 }
 
-
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n] for small M (Bits in {2, 4, 8}): the batch
 /// GEMV. Threads over output columns; within a thread, tiles of output columns whose codes stay in L2
 /// while every block of x rows (max_rows, or deep_rows on AVX-512) passes over them.
 template <class Arch, int GroupSize, int Bits>
-void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupSize, Bits>& q, float* out,
-                     Index out_stride) {
+void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q,
+                     float* out, Index out_stride) {
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     constexpr int max_rows = QgemvF32Batch<Arch>::max_rows;
     const Index K = q.cols(), N = q.rows(), groups = K / GroupSize;
@@ -116,11 +116,11 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedMat
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n]; x rows contiguous with stride x_stride.
 /// Threads over tiles of MC rows x NC columns.
 template <class Arch, int GroupSize, int Bits>
-void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedMatrix<GroupSize, Bits>& q, float* out,
-           Index out_stride) {
+void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out,
+               Index out_stride) {
     using blocking = QgemmF32Ukernel<Arch>;
     constexpr int MR = blocking::MR, NR = blocking::NR;
-    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
     const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
     group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());

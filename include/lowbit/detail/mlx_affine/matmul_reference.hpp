@@ -14,7 +14,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "packing_reference.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -22,8 +23,8 @@ namespace detail::reference {
 
 /// out[m * out_stride + n] for m < M, n < q.rows(); x[m * x_stride + k] for k < q.cols().
 template <int GroupSize, int Bits>
-void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
-                      float* out, Eigen::Index out_stride) {
+void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                      const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride) {
     const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
     for (Eigen::Index n = 0; n < N; ++n) {

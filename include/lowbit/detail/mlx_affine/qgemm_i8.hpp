@@ -16,7 +16,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
@@ -101,7 +102,7 @@ inline Eigen::Index int8_panels_per_pass(Eigen::Index panel_units) {
 /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (rows with stride x_stride, finite) and q,
 /// for any M >= 1, packing the weight panels per call (qgemv_i8.hpp is the row-dot alternative).
 template <class Arch, class Ops, int GroupSize, int Bits>
-void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q,
               float* out, Eigen::Index out_stride) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     using shape = Int8TileShape<Ops>;

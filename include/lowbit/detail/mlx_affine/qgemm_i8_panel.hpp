@@ -33,7 +33,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../threading/parallel.hpp"
 #include "int8_quantize_x.hpp"
 #include "int8_weight_panels.hpp"
@@ -191,7 +192,7 @@ void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index ro
 /// units at `panel`, the record layout above). `unpacked` is scratch of NR * K bytes (used for 3, 5 and
 /// 6 bits). Ops (detail/arch/x86_int8.hpp) transposes the words.
 template <class Ops, int NR, int GroupSize, int Bits>
-void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::Index n0, std::uint32_t* panel,
+void pack_weight_panel_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Eigen::Index n0, std::uint32_t* panel,
                             std::uint8_t* unpacked) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     static_assert(sizeof(float) == 4, "pack_weight_panel_int8: floats are moved as 32-bit words");
@@ -219,7 +220,7 @@ void pack_weight_panel_int8(const QuantizedMatrix<GroupSize, Bits>& q, Eigen::In
 /// Every panel of q (ceil(N / NR) of them), for Bits in {2, 4, 8} (the words are q's own); threads
 /// over panels.
 template <class Ops, int NR, int GroupSize, int Bits>
-Int8WeightPanels pack_weight_panels_int8(const QuantizedMatrix<GroupSize, Bits>& q) {
+Int8WeightPanels pack_weight_panels_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     static_assert(layout::packed, "pack_weight_panels_int8: 3, 5 and 6 bits unpack codes per call instead");
     Int8WeightPanels all;

@@ -22,7 +22,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
 #include "matmul_common.hpp"
@@ -95,7 +96,7 @@ struct PanelScratch {
     template <class T>
     using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, Arch::alignment()>>;
     static constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
-    static constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    static constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
 
     PanelScratch(Index groups, Index slice_groups)
         : scales_t(static_cast<std::size_t>(groups * NC)), biases_t(static_cast<std::size_t>(groups * NC)),
@@ -109,7 +110,7 @@ struct PanelScratch {
 /// Fills scratch.scales_t and biases_t for the tile of columns [n0, n0 + nc), nc <= NC (once per tile:
 /// the panel blocks of every slice read their scales and biases from there).
 template <class Arch, int GroupSize, int Bits>
-void gather_tile_scales(const QuantizedMatrix<GroupSize, Bits>& q, Index n0, Index nc,
+void gather_tile_scales(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n0, Index nc,
                         PanelScratch<Arch, GroupSize, Bits>& scratch) {
     constexpr Index NC = QgemmF32Ukernel<Arch>::NC;
     const Index groups = q.scales.cols();
@@ -125,10 +126,10 @@ void gather_tile_scales(const QuantizedMatrix<GroupSize, Bits>& q, Index n0, Ind
 /// Fills scratch.words_t with the code words of groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <=
 /// NR (panel_transposes_words), prefetching the same columns' next slice.
 template <class Arch, int GroupSize, int Bits>
-void gather_panel_words(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc,
+void gather_panel_words(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index g0, Index groups, Index n0, Index nc,
                         PanelScratch<Arch, GroupSize, Bits>& scratch) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
-    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
     const Index slice_words = groups * words_per_group;
     transpose_block<Arch>(&q.codes(n0, g0 * words_per_group), q.codes.cols(), nc, slice_words,
                           scratch.words_t.data(), NR, slice_words);
@@ -153,7 +154,7 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Grou
     using fbatch = xsimd::batch<float, Arch>;
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
     constexpr Index W = static_cast<Index>(ubatch::size);
-    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group, codes_per_word = 32 / Bits;
+    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group, codes_per_word = 32 / Bits;
     const ubatch mask((std::uint32_t{1} << Bits) - 1);
     static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
         constexpr Index j = decltype(column_vector)::value * W;
@@ -184,10 +185,10 @@ LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Inde
 /// for the formats whose codes fill whole words (gather_panel_words, then unpack_panel_word for every
 /// word), the scalar block unpacker otherwise.
 template <class Arch, int GroupSize, int Bits>
-void build_panel(const QuantizedMatrix<GroupSize, Bits>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
-                 PanelScratch<Arch, GroupSize, Bits>& scratch, PanelBlockScales block) {
+void build_panel(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index g0, Index groups, Index n0, Index nc,
+                 float* panel, PanelScratch<Arch, GroupSize, Bits>& scratch, PanelBlockScales block) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
-    constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
     if constexpr (panel_transposes_words<GroupSize, Bits>) gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
     for (Index i = 0; i < groups; ++i) {
         if constexpr (panel_transposes_words<GroupSize, Bits>) {

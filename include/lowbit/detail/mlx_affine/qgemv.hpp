@@ -22,7 +22,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
 #include "matmul_common.hpp"
@@ -75,7 +76,7 @@ class ChunkScales {
 public:
     using fbatch = xsimd::batch<float, Arch>;
     static constexpr int W = static_cast<int>(fbatch::size);
-    static constexpr int words_per_group = QuantizedMatrix<GroupSize, Bits>::words_per_group;
+    static constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
     // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
     static constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
     static constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
@@ -117,8 +118,9 @@ private:
 /// has groups, which holds up the next row) plus the codes of the words from `tail_word` on (those
 /// after the last whole chunk, when a row has fewer than W words left over), in scalar code.
 template <class Arch, int GroupSize, int Bits>
-LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedMatrix<GroupSize, Bits>& q,
-                                             Index n, const float* x_sum, const float* x, Index tail_word) {
+LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total,
+                                             const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n,
+                                             const float* x_sum, const float* x, Index tail_word) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr Index W = static_cast<Index>(fbatch::size);
     constexpr int codes_per_word = 32 / Bits;
@@ -145,8 +147,8 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, co
 /// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
 /// (Arch::alignment()-aligned), x_sum: group_sums of x.
 template <class Arch, int GroupSize, int Bits>
-void qgemv_f32_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, const float* x_lanes, const float* x_sum,
-                Index n_begin, Index n_end, float* out) {
+void qgemv_f32_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, const float* x_lanes,
+                    const float* x_sum, Index n_begin, Index n_end, float* out) {
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words), "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;

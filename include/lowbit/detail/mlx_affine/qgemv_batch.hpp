@@ -25,7 +25,8 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
 #include "qgemv.hpp"
@@ -65,10 +66,10 @@ struct QgemvF32Batch {
 /// ahead_rows > 0 the same chunks of weight rows n0 + j + ahead_rows (which must exist) are prefetched
 /// into L2.
 template <class Arch, int GroupSize, int Bits, int Rows, int Cols>
-LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedMatrix<GroupSize, Bits>& q, Index n0,
+LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n0,
                                                    const float* x_lanes, Index lanes_stride,
-                                                   const ChunkScales<Arch, GroupSize, Bits>& lane_scales,
-                                                   Index c_begin, Index c_end,
+                                                   const ChunkScales<Arch, GroupSize, Bits>& lane_scales, Index c_begin,
+                                                   Index c_end,
                                                    std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
                                                    Index ahead_rows = 0) {
     using fbatch = xsimd::batch<float, Arch>;
@@ -110,7 +111,7 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedMatrix<GroupSi
 /// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
 /// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
 template <class Arch, int GroupSize, int Bits, int Rows>
-void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, Index x_stride,
+void qgemv_f32_batch_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, Index x_stride,
                           const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
                           float* out, Index out_stride) {
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
@@ -150,9 +151,9 @@ void qgemv_f32_batch_rows(const QuantizedMatrix<GroupSize, Bits>& q, const float
 /// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
 /// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
 template <class Arch, int GroupSize, int Bits, int Rows>
-void qgemv_f32_batch_rows_deep(const QuantizedMatrix<GroupSize, Bits>& q, const float* x, Index x_stride,
-                               const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin,
-                               Index n_end, Index prefetch_end, float* out, Index out_stride, float* totals) {
+void qgemv_f32_batch_rows_deep(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, Index x_stride,
+                               const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
+                               Index prefetch_end, float* out, Index out_stride, float* totals) {
     static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;

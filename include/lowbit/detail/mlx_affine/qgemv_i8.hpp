@@ -28,8 +28,9 @@
 
 #include <Eigen/Core>
 
-#include "../../quantized_matrix.hpp"
+#include "../../formats/mlx_affine.hpp"
 #include "../arch/x86_int8.hpp"
+#include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
@@ -200,7 +201,7 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
 /// GEMV when M = 1, else blocks of 4 rows (any M works; the dispatch uses it for a few rows only).
 /// Threads over ranges of output columns.
 template <class Arch, class Ops, int GroupSize, int Bits>
-void qgemv_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedMatrix<GroupSize, Bits>& q,
+void qgemv_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q,
               float* out, Eigen::Index out_stride) {
     using layout = Int8Layout<Ops, GroupSize, Bits>;
     const Eigen::Index N = q.rows(), K = q.cols();

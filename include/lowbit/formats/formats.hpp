@@ -1,0 +1,139 @@
+// The one list of every weight format lowbit supports, mode included, and what is generated from it.
+//
+// QuantizedFormats (a std::tuple of format types) drives AnyQuantizedLinear's variant, the run-time
+// "is this supported" test and its error text, dispatch_format (the MLX loader's and
+// AnyQuantizedLinear::from_linear's dispatch), the typed tests and lowbit-bench's rows.
+// LOWBIT_FORMAT_LIST is the same list for the preprocessor (the compiled kernel instances:
+// detail/dispatch/format_instances.hpp); a static_assert below keeps the two equal.
+//
+// A new format is a type in its own header here (the members MlxAffine has: mode, group_size, bits,
+// scale_type, has_biases, words_per_group), added to both lists.
+#pragma once
+
+#include "../detail/config.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mlx_affine.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+
+/// Every supported format, as a std::tuple of types.
+using QuantizedFormats = MlxAffineFormats;
+
+/// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
+#define LOWBIT_FORMAT_LIST(X)                                                                                  \
+    X(::lowbit::MlxAffine<32, 2>)                                                                              \
+    X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
+        X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
+            X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
+                X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
+                    X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
+                        X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>)
+
+namespace detail {
+
+template <class... Formats>
+struct FormatTypes {};
+template <class... Formats>
+FormatTypes<void, Formats...> format_types_after_void(std::tuple<Formats...>*);
+#define LOWBIT_FORMAT_TYPE_AFTER_COMMA(...) , __VA_ARGS__
+static_assert(std::is_same_v<decltype(format_types_after_void(static_cast<QuantizedFormats*>(nullptr))),
+                             FormatTypes<void LOWBIT_FORMAT_LIST(LOWBIT_FORMAT_TYPE_AFTER_COMMA)>>,
+              "LOWBIT_FORMAT_LIST must list QuantizedFormats, in its order");
+#undef LOWBIT_FORMAT_TYPE_AFTER_COMMA
+
+/// Position of Format in QuantizedFormats (the kernel instances are spread over files by it).
+template <class Format, class... Formats>
+constexpr std::size_t format_index(std::tuple<Formats...>*) {
+    std::size_t index = 0;
+    const bool found = ((std::is_same_v<Format, Formats> ? true : (++index, false)) || ...);
+    return found ? index : sizeof...(Formats);
+}
+template <class Format>
+inline constexpr std::size_t format_index_v = format_index<Format>(static_cast<QuantizedFormats*>(nullptr));
+
+/// Calls visit(std::type_identity<Format>{}) for every format in QuantizedFormats, in order.
+template <class Visit, class... Formats>
+constexpr void for_each_format(Visit&& visit, std::tuple<Formats...>*) {
+    (visit(std::type_identity<Formats>{}), ...);
+}
+template <class Visit>
+constexpr void for_each_format(Visit&& visit) {
+    for_each_format(visit, static_cast<QuantizedFormats*>(nullptr));
+}
+
+/// "{a, b, c}" of a set of integers.
+inline std::string braced_list(const std::set<int>& values) {
+    std::string text = "{";
+    for (const int value : values) text += (text.size() > 1 ? ", " : "") + std::to_string(value);
+    return text + "}";
+}
+
+}  // namespace detail
+
+/// True when QuantizedFormats holds a format of this mode, group size and bits.
+constexpr bool is_supported_format(std::string_view mode, int group_size, int bits) noexcept {
+    bool found = false;
+    detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        found = found || (mode == Format::mode && group_size == Format::group_size && bits == Format::bits);
+    });
+    return found;
+}
+
+/// The supported formats in words, per mode: "affine (bits in {2, 3, 4, 5, 6, 8}, group size in
+/// {32, 64, 128})", for error messages.
+inline std::string supported_formats_text() {
+    std::vector<std::string> modes;
+    std::vector<std::pair<std::set<int>, std::set<int>>> values;  // bits, group sizes per mode
+    detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        std::size_t m = 0;
+        while (m < modes.size() && modes[m] != Format::mode) ++m;
+        if (m == modes.size()) {
+            modes.emplace_back(Format::mode);
+            values.emplace_back();
+        }
+        values[m].first.insert(Format::bits);
+        values[m].second.insert(Format::group_size);
+    });
+    std::string text;
+    for (std::size_t m = 0; m < modes.size(); ++m)
+        text += (m > 0 ? "; " : "") + modes[m] + " (bits in " + detail::braced_list(values[m].first) +
+                ", group size in " + detail::braced_list(values[m].second) + ")";
+    return text;
+}
+
+/// Calls function(std::type_identity<Format>{}) for the format of this mode, group size and bits,
+/// known at run time, and returns its result. Throws std::invalid_argument naming the three and the
+/// supported formats when there is none.
+template <class Function>
+auto dispatch_format(std::string_view mode, int group_size, int bits, Function&& function) {
+    using First = std::tuple_element_t<0, QuantizedFormats>;
+    using Result = decltype(function(std::type_identity<First>{}));
+    std::optional<std::conditional_t<std::is_void_v<Result>, bool, Result>> result;
+    detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        if (result || mode != Format::mode || group_size != Format::group_size || bits != Format::bits) return;
+        if constexpr (std::is_void_v<Result>) {
+            function(std::type_identity<Format>{});
+            result = true;
+        } else {
+            result.emplace(function(std::type_identity<Format>{}));
+        }
+    });
+    if (!result)
+        throw std::invalid_argument("lowbit: mode = " + std::string(mode) + ", group_size = " +
+                                    std::to_string(group_size) + ", bits = " + std::to_string(bits) +
+                                    " is not a supported format (supported: " + supported_formats_text() + ")");
+    if constexpr (!std::is_void_v<Result>) return std::move(*result);
+}
+
+LOWBIT_END_NAMESPACE

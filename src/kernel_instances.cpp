@@ -1,0 +1,17 @@
+// The kernels of every format in LOWBIT_FORMAT_LIST, compiled once for lowbit's own executables (tests
+// and examples, built with LOWBIT_EXTERN_KERNELS: cmake/lowbitProjectOptions.cmake,
+// lowbit_shared_kernels; include/lowbit/detail/dispatch/format_instances.hpp). The build compiles this
+// file LOWBIT_INSTANCE_SHARDS times, with LOWBIT_INSTANCE_SHARD = 0, 1, ...; each compiles the formats
+// whose position in the list leaves that remainder, so a parallel build spreads them over the cores.
+// The other formats get FormatKernels<Format, false>, which is empty. The library itself is header-only
+// and needs none of this.
+#include <lowbit/quantized_linear.hpp>
+
+#if !defined(LOWBIT_INSTANCE_SHARD) || !defined(LOWBIT_INSTANCE_SHARDS)
+#error "src/kernel_instances.cpp is compiled with LOWBIT_INSTANCE_SHARD and LOWBIT_INSTANCE_SHARDS defined"
+#endif
+
+#define LOWBIT_INSTANTIATE_IN_THIS_SHARD(...)        \
+    template struct ::lowbit::detail::FormatKernels< \
+        __VA_ARGS__, ::lowbit::detail::format_index_v<__VA_ARGS__> % LOWBIT_INSTANCE_SHARDS == LOWBIT_INSTANCE_SHARD>;
+LOWBIT_FORMAT_LIST(LOWBIT_INSTANTIATE_IN_THIS_SHARD)
