@@ -9,7 +9,7 @@
 #include <string>
 #include <memory>
 
-#include <lowbit/detail/arch/x86_int8.hpp>
+#include <lowbit/detail/arch/int8.hpp>
 #include <lowbit/detail/simd.hpp>
 #include <lowbit/detail/threading/parallel.hpp>
 #include <lowbit/detail/unroll.hpp>

@@ -10,6 +10,9 @@
 //   per tensor  y = fma(fl(float(isum) * gamma), a[m], bias[n])
 //   per group   p = fma(float(isum_g), gamma[n,g], p) over g ascending from 0;  y = fma(p, a[m], bias[n])
 // which is BitLinear::forward's arithmetic: the deployed output equals the training output bit for bit.
+// With an int8 instruction set (AVX-512 VNNI or AVX2) the first forward also unpacks the codes, I2 or
+// TQ1, into the shared int8 GEMM's 2-bit panels (detail/ternary/int8_gemm.hpp) and keeps them: 2 bits
+// per weight more memory (plus the per-group scales again), shared by copies.
 // Errors (std::invalid_argument naming the value): a code outside {-1, 0, 1}, a NaN, infinite or
 // non-positive scale, a NaN or infinite bias or input element, shapes that disagree, a group size other
 // than 64, in > 2^22 (the int32 bound of the kernels), and packed bytes holding the unused fourth value.
@@ -20,6 +23,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -150,7 +154,7 @@ public:
         if (M == 0) return;
         const detail::ternary::TernaryActivations act =
             detail::ternary::prepare_activations(x.data(), in_, M, in_, format_, !per_tensor_, function);
-        detail::ternary_matmul(view(), act, out.data(), out_);
+        detail::ternary_matmul(view(), act, out.data(), out_, int8_panels_.get());
     }
 
     /// forward of x [M, in_features] (any Eigen dense float matrix), [M, out_features].
@@ -236,6 +240,9 @@ private:
     std::vector<std::uint8_t> packed_;
     RowMatrixXf scales_;
     std::optional<Eigen::VectorXf> bias_;
+    // The int8 GEMM's panels of the codes (2 bits per weight, plus the per-group scales), built by the
+    // first forward and shared by copies (the weights never change); null only when moved from.
+    std::shared_ptr<detail::Int8PanelCache> int8_panels_ = std::make_shared<detail::Int8PanelCache>();
 };
 
 LOWBIT_END_NAMESPACE

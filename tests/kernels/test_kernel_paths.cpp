@@ -74,7 +74,7 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
 }
 
 TEST_CASE("the int8-activation matmul ran its SIMD kernel where the build has one", "[kernels][paths][int8]") {
-    // AVX-512 VNNI+BW or AVX2+FMA targets have int8 kernels (detail/arch/x86_int8.hpp); elsewhere, and in
+    // AVX-512 VNNI+BW or AVX2+FMA targets have int8 kernels (detail/arch/int8.hpp); elsewhere, and in
     // a LOWBIT_FORCE_SCALAR build, the reference runs.
     constexpr bool int8_simd = !std::is_same_v<lowbit::detail::dispatch_int8_ops, void>;
 #if defined(LOWBIT_FORCE_SCALAR)

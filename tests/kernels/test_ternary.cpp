@@ -1,9 +1,9 @@
 // The packed ternary kernels (docs/numerics.md N14, detail/ternary/): the TQ1 digit arithmetic over all 243
-// numbers, packing round trips over row tails, the SIMD raw sums of every instruction set this build has
-// (AVX-512 VNNI and AVX2 under -march=native; AVX2 alone under -march=haswell; none with
+// numbers, packing round trips over row tails, the shared int8 GEMM of every instruction set this build
+// has (AVX-512 VNNI and AVX2 under -march=native; AVX2 alone under -march=haswell; none with
 // LOWBIT_FORCE_SCALAR) against the scalar reference, and the threaded matmul bit for bit against the
-// reference and against the float computation of the same integers, over M around the 4-row block, N
-// around the slices, K over chunk tails, per tensor and per group, I2 and TQ1, 1 and 2 threads.
+// reference and against the float computation of the same integers, over M across the row blocks, N
+// across the panels, K over group and chunk tails, per tensor and per group, I2 and TQ1, 1 and 2 threads.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -11,7 +11,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/ternary/matmul_driver.hpp>
+#include <lowbit/detail/ternary/int8_gemm.hpp>
 #include <lowbit/ternary_linear.hpp>
 
 #include "support/compare.hpp"
@@ -31,51 +31,33 @@ lowbit::RowMatrixXi8 random_codes(std::mt19937_64& rng, Index rows, Index cols) 
     return codes;
 }
 
-/// Activation rows padded for `format`, codes in [-127, 127] (the extremes included). Used only by the
-/// SIMD kernel sections, which a target without AVX2 compiles out.
-[[maybe_unused]] std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> random_x(std::mt19937_64& rng, TernaryFormat format,
-                                                                             Index M, Index K) {
-    const Index padded = ternary::padded_cols(format, K);
-    std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> x(static_cast<std::size_t>(M * padded), 0);
-    std::uniform_int_distribution<int> value(-127, 127);
-    for (Index m = 0; m < M; ++m)
-        for (Index k = 0; k < K; ++k)
-            x[static_cast<std::size_t>(m * padded + k)] = static_cast<std::int8_t>(k % 7 == 3 ? 127 : value(rng));
-    return x;
-}
-
-template <class Ops, TernaryFormat Format, bool PerGroup>
-void check_row_dots(std::uint64_t salt) {
-    auto rng = lowbit::test::make_rng(salt);
-    for (const Index K :
-         {Index{64}, Index{192}, Index{256}, Index{320}, Index{640}, Index{1024}, Index{1344}, Index{4096}}) {
-        const Index padded = ternary::padded_cols(Format, K), n_chunks = ternary::chunks(Format, K);
-        const auto codes = random_codes(rng, 1, K);
-        std::vector<std::uint8_t> row(static_cast<std::size_t>(ternary::row_bytes(Format, K)));
-        ternary::pack_row(Format, codes.data(), K, row.data());
-        const auto x = random_x(rng, Format, 4, K);
-        const Index stride = PerGroup ? padded / ternary::group_codes : 1;
-        std::vector<std::int32_t> expected(static_cast<std::size_t>(4 * stride)), actual(expected.size(), -7);
-        const std::int8_t* rows[4] = {x.data(), x.data() + padded, x.data() + 2 * padded, x.data() + 3 * padded};
-        for (int m = 0; m < 4; ++m)
-            ternary::reference::row_dots(Format, row.data(), padded, rows[m], PerGroup, expected.data() + m * stride);
-        lowbit::detail::ternary::kernels::row_dots<Ops, Format, PerGroup, 4>(row.data(), n_chunks, rows, actual.data(),
-                                                                             stride);
-        INFO("K = " << K);
-        CHECK(actual == expected);
-        std::vector<std::int32_t> single(static_cast<std::size_t>(stride));
-        lowbit::detail::ternary::kernels::row_dots<Ops, Format, PerGroup, 1>(row.data(), n_chunks, rows + 2,
-                                                                             single.data(), stride);
-        CHECK(std::vector<std::int32_t>(expected.begin() + 2 * stride, expected.begin() + 3 * stride) == single);
-    }
-}
-
+/// The shared int8 GEMM of Ops on a layer's panels against the reference, for M across the row blocks
+/// and N across the panels (NR columns), K over group and chunk tails.
 template <class Ops>
-void check_all_row_dots(std::uint64_t salt) {
-    check_row_dots<Ops, TernaryFormat::i2, false>(salt);
-    check_row_dots<Ops, TernaryFormat::i2, true>(salt + 1);
-    check_row_dots<Ops, TernaryFormat::tq1, false>(salt + 2);
-    check_row_dots<Ops, TernaryFormat::tq1, true>(salt + 3);
+void check_int8_gemm(std::uint64_t salt) {
+    auto rng = lowbit::test::make_rng(salt);
+    constexpr int NR = lowbit::detail::kernels::Int8TileShape<Ops>::columns;
+    for (const TernaryFormat format : {TernaryFormat::i2, TernaryFormat::tq1})
+        for (const bool per_tensor : {true, false})
+            for (const Index K : {Index{64}, Index{100}, Index{192}, Index{256}, Index{320}, Index{1344}})
+                for (const Index M : {Index{1}, Index{2}, Index{5}, Index{6}, Index{7}, Index{13}})
+                    for (const Index N : {Index{1}, Index{NR - 1}, Index{NR + 3}, Index{3 * NR}}) {
+                        if (!per_tensor && K % 64 != 0) continue;
+                        INFO("format " << lowbit::ternary_format_name(format) << ", per_tensor " << per_tensor << ", M "
+                                       << M << ", N " << N << ", K " << K);
+                        const lowbit::RowMatrixXf w = lowbit::test::random_weights(rng, N, K);
+                        const lowbit::TernaryLinear layer(
+                            per_tensor ? lowbit::quantize_ternary_per_tensor(w) : lowbit::quantize_ternary(w, 64),
+                            Eigen::VectorXf::Random(N), format);
+                        lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, M, K);
+                        x(0, K - 1) = 40.0f;  // a code of 127 in row 0
+                        const auto act = ternary::prepare_activations(x.data(), K, M, K, format, !per_tensor, "test");
+                        lowbit::RowMatrixXf expected(M, N), actual(M, N);
+                        ternary::reference::ternary_matmul(layer.view(), act, expected.data(), N);
+                        const auto panels = ternary::kernels::pack_ternary_panels<Ops, NR>(layer.view());
+                        ternary::kernels::ternary_matmul_int8<Ops>(layer.view(), panels, act, actual.data(), N);
+                        CHECK(lowbit::test::first_matrix_difference(actual, expected) == -1);
+                    }
 }
 
 }  // namespace
@@ -138,12 +120,12 @@ TEST_CASE("Ternary activations: the token quantizer equals quantize_activations_
     }
 }
 
-TEST_CASE("Ternary raw sums: SIMD kernels against the scalar reference", "[ternary][kernels]") {
+TEST_CASE("Ternary matmul: the int8 GEMM of every instruction set against the scalar reference", "[ternary][kernels]") {
 #if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
-    check_all_row_dots<lowbit::detail::simd::int8::avx512_vnni>(1510);
+    check_int8_gemm<lowbit::detail::simd::int8::avx512_vnni>(1510);
 #endif
 #if defined(LOWBIT_HAS_INT8_AVX2)
-    check_all_row_dots<lowbit::detail::simd::int8::avx2>(1520);
+    check_int8_gemm<lowbit::detail::simd::int8::avx2>(1520);
 #endif
     SUCCEED("instruction sets of this build checked");
 }
@@ -207,8 +189,7 @@ TEST_CASE("Ternary matmul: dispatched kernels bit for bit against the reference 
 }
 
 TEST_CASE("Ternary matmul: several thread ranges give the one-thread bits", "[ternary][kernels][threads]") {
-    // K = 4096 makes the driver's grain 256 rows (I2: 1024 bytes a row) or 315 rows (TQ1: 832 bytes);
-    // N = 700 then splits into two ranges at 2 threads, each walked in slices of 128 or 157 rows.
+    // N = 700 is 22 (AVX-512) or 88 (AVX2) panels, which 2 threads split into two ranges.
     auto rng = lowbit::test::make_rng(1535);
     const Index N = 700, K = 4096;
     const lowbit::RowMatrixXf w = lowbit::test::random_weights(rng, N, K);

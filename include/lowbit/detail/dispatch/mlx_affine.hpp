@@ -75,7 +75,7 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
 }
 
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
-/// instruction set Ops of detail/arch/x86_int8.hpp (void: none, the reference runs). Every bit width
+/// instruction set Ops of detail/arch/int8.hpp (void: none, the reference runs). Every bit width
 /// has them (3, 5 and 6 bits unpack codes to bytes first). Without a layer's panels: below gemm_rows
 /// rows the row-dot kernel of qgemv_i8.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from
 /// gemm_rows on the panel GEMM of qgemm_i8.hpp (recorded as GEMM); the threshold is measured (4096 x

@@ -33,20 +33,21 @@ namespace detail::kernels {
 /// Zen 5): over DRAM 1.07 to 1.12 times as fast at 1 thread (q8 0.98 to 1.07) and 1.01 to 1.02 at 2,
 /// over L3 1.22 to 1.42 (q8 1.14 to 1.20). Pairing M = 2 as well gained for q4 (DRAM 1.09 to 1.11, L3
 /// 1.26 to 1.29) but lost a fifth for q8 over DRAM (benchmarks/README.md).
-template <class Ops, int GroupSize, int Bits>
+template <class Ops, int GroupSize, int Bits, class Epilogue>
 void int8_panel_tiles_one_row(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
-                              Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, float* out) {
+                              Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, const Epilogue& epilogue,
+                              float* out) {
     using shape = Int8TileShape<Ops>;
     constexpr int NJ = shape::vectors, NR = shape::columns;
     const Eigen::Index half = (p_end - p_begin) / 2;
+    const Int8BlockData rows = Int8BlockData::of(blocks, 0);
     alignas(64) float tiles[2 * NR];
     auto store = [&](const float* tile, Eigen::Index p) {
-        std::copy(tile, tile + std::min<Eigen::Index>(NR, N - p * NR), out + p * NR);
+        epilogue.store(tile, std::min<Eigen::Index>(NR, N - p * NR), 0, p * NR, out + p * NR);
     };
     auto run = [&]<int NP>(std::integral_constant<int, NP>, Eigen::Index i) {
-        int8_tile<Ops, GroupSize, Bits, 1, NJ, NP>(blocks.quads.data(), blocks.a.data(), blocks.x_sum.data(),
-                                                   panels + i * panel_units, blocks.groups, false, tiles,
-                                                   half * panel_units);
+        int8_tile<Ops, GroupSize, Bits, Epilogue, 1, NJ, NP>(epilogue, rows, panels + i * panel_units, blocks.groups,
+                                                             false, tiles, half * panel_units);
     };
     for (Eigen::Index i = 0; i < half; ++i) {
         run(std::integral_constant<int, 2>{}, i);
@@ -62,33 +63,31 @@ void int8_panel_tiles_one_row(const Int8RowBlocks& blocks, const std::uint32_t* 
 /// The tiles of panels [p_begin, p_end) (`panels`: panel p_begin's first unit; consecutive panels
 /// panel_units apart) for every row block: out[m * out_stride + n] for n < N. With fetch_panels (panels
 /// not just packed by this thread), the first row block prefetches them. One row: the paired walk of
-/// int8_panel_tiles_one_row, without prefetch.
-template <class Ops, int GroupSize, int Bits>
+/// int8_panel_tiles_one_row, without prefetch. Epilogue: AffineInt8Epilogue or the ternary one.
+template <class Ops, int GroupSize, int Bits, class Epilogue>
 void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* panels, Eigen::Index panel_units,
-                      Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, bool fetch_panels, float* out,
-                      Eigen::Index out_stride) {
+                      Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, bool fetch_panels,
+                      const Epilogue& epilogue, float* out, Eigen::Index out_stride) {
     using shape = Int8TileShape<Ops>;
     constexpr int MR = shape::rows, NJ = shape::vectors, NR = shape::columns;
     if (blocks.count == 1 && blocks.rows(0) == 1)
-        return int8_panel_tiles_one_row<Ops, GroupSize, Bits>(blocks, panels, panel_units, p_begin, p_end, N, out);
-    const Eigen::Index K = blocks.quads_per_row * 4, groups = blocks.groups;
+        return int8_panel_tiles_one_row<Ops, GroupSize, Bits>(blocks, panels, panel_units, p_begin, p_end, N, epilogue,
+                                                              out);
     alignas(64) float tile[MR * NR];
     for (Eigen::Index block = 0; block < blocks.count; ++block) {
         const Eigen::Index rows = blocks.rows(block), m0 = blocks.first_row(block);
-        const std::int8_t* quads = blocks.quads.data() + m0 * K;
-        const float* a = blocks.a.data() + m0 * groups;
-        const float* x_sum = blocks.x_sum.data() + m0 * groups;
+        const Int8BlockData data = Int8BlockData::of(blocks, block);
         for (Eigen::Index p = p_begin; p < p_end; ++p) {
             const Eigen::Index i = p - p_begin;
             static_for<MR>([&](auto r_constant) {
                 constexpr int R = decltype(r_constant)::value + 1;
                 if (rows == R)
-                    int8_tile<Ops, GroupSize, Bits, R, NJ>(quads, a, x_sum, panels + i * panel_units, groups,
-                                                           fetch_panels && block == 0, tile);
+                    int8_tile<Ops, GroupSize, Bits, Epilogue, R, NJ>(epilogue, data, panels + i * panel_units,
+                                                                     blocks.groups, fetch_panels && block == 0, tile);
             });
             const Eigen::Index columns = std::min<Eigen::Index>(NR, N - p * NR);
             for (Eigen::Index r = 0; r < rows; ++r)
-                std::copy(tile + r * NR, tile + r * NR + columns, out + (m0 + r) * out_stride + p * NR);
+                epilogue.store(tile + r * NR, columns, m0 + r, p * NR, out + (m0 + r) * out_stride + p * NR);
         }
     }
 }
@@ -121,8 +120,27 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
             const Eigen::Index p1 = std::min(p0 + chunk, p_end);
             for (Eigen::Index p = p0; p < p1; ++p)
                 pack_weight_panel_int8<Ops, NR>(q, p * NR, held_panels.data() + (p - p0) * panel_units, unpacked.data());
-            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, held_panels.data(), panel_units, p0, p1, N, false, out,
-                                                   out_stride);
+            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, held_panels.data(), panel_units, p0, p1, N, false,
+                                                   AffineInt8Epilogue{}, out, out_stride);
+        }
+    });
+}
+
+/// The int8 GEMM of packed activations (blocks) and panels packed once (N output columns), for any
+/// M >= 1, threads over panels: what qgemm_i8_prepacked and the ternary matmul run.
+template <class Ops, int GroupSize, int Bits, class Epilogue>
+void int8_gemm_on_panels(const Int8RowBlocks& blocks, const Int8WeightPanels& panels, Eigen::Index N,
+                         const Epilogue& epilogue, float* out, Eigen::Index out_stride) {
+    // Passes keep panels in L2 while the row blocks go over them; one row is one block, so its pass is
+    // the thread's whole range (pairs half the range apart: two distant streams; pairs within a pass of
+    // 256 KiB ran slower over DRAM).
+    const bool one_row = blocks.count == 1 && blocks.rows(0) == 1;
+    const Eigen::Index chunk = one_row ? panels.panels : int8_panels_per_pass(panels.panel_units);
+    parallel_for(static_cast<std::size_t>(panels.panels), 1, [&](std::size_t begin, std::size_t end) {
+        for (auto p0 = static_cast<Eigen::Index>(begin); p0 < static_cast<Eigen::Index>(end); p0 += chunk) {
+            const Eigen::Index p1 = std::min(p0 + chunk, static_cast<Eigen::Index>(end));
+            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panels.units.data() + p0 * panels.panel_units,
+                                                   panels.panel_units, p0, p1, N, true, epilogue, out, out_stride);
         }
     });
 }
@@ -135,17 +153,7 @@ void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, c
                         Eigen::Index N, Eigen::Index K, float* out, Eigen::Index out_stride) {
     constexpr int MR = Int8TileShape<Ops>::rows;
     const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    // Passes keep panels in L2 while the row blocks go over them; one row is one block, so its pass is
-    // the thread's whole range (pairs half the range apart: two distant streams; pairs within a pass of
-    // 256 KiB ran slower over DRAM).
-    const Eigen::Index chunk = M == 1 ? panels.panels : int8_panels_per_pass(panels.panel_units);
-    parallel_for(static_cast<std::size_t>(panels.panels), 1, [&](std::size_t begin, std::size_t end) {
-        for (auto p0 = static_cast<Eigen::Index>(begin); p0 < static_cast<Eigen::Index>(end); p0 += chunk) {
-            const Eigen::Index p1 = std::min(p0 + chunk, static_cast<Eigen::Index>(end));
-            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, panels.units.data() + p0 * panels.panel_units,
-                                                   panels.panel_units, p0, p1, N, true, out, out_stride);
-        }
-    });
+    int8_gemm_on_panels<Ops, GroupSize, Bits>(blocks, panels, N, AffineInt8Epilogue{}, out, out_stride);
 }
 
 }  // namespace detail::kernels

@@ -8,15 +8,16 @@
 // positions) broadcast to every lane.
 //   weight panel: one record per weight group, in group order, in 32-bit units (rows past N zero):
 //
-//                   record g, at g * record_units(NR), record_units(NR) = (WPG + 2) * NR units
+//                   record g, at g * record_units(NR), record_units(NR) = (WPG + P) * NR units
 //                   +---------------------------------------+------------+------------+
 //                   | words [WPG][NR] (u32)                 | scales[NR] | biases[NR] |
 //                   | word w of group g of each of NR rows  | f32 bits   | f32 bits   |
 //                   +---------------------------------------+------------+------------+
 //
-//                 (WPG = words per group). A panel is one sequential stream, which the hardware
-//                 prefetcher follows from DRAM or L3 (words, scales and biases in three arrays were
-//                 three streams: benchmarks/README.md). Built per call, per thread, for a few panels
+//                 (WPG = words per group; P = the epilogue's parameter slots per group: MLX affine's
+//                 scale and bias, P = 2; ternary per group its scale, P = 1; per tensor none, P = 0). A panel is one
+//                 sequential stream, which the hardware prefetcher follows from DRAM or L3 (words, scales and biases in
+//                 three arrays were three streams: benchmarks/README.md). Built per call, per thread, for a few panels
 //                 at a time, or once per layer for all of them (Int8WeightPanels, int8_weight_panels.hpp).
 //   x block:      quads [w][t][r][4 bytes] for the r rows of a row block, a and xsum [g][r]; built once
 //                 per call for every row block.
@@ -44,8 +45,9 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// The word layout of the int8 GEMM for the format <GroupSize, Bits>.
-template <int GroupSize, int Bits>
+/// The word layout of the int8 GEMM for GroupSize codes of Bits bits per group and ParamSlots float
+/// parameters per group and row (the record above).
+template <int GroupSize, int Bits, int ParamSlots = 2>
 struct Int8PanelLayout {
     static constexpr bool packed = Bits == 2 || Bits == 4 || Bits == 8;  ///< words read straight from q.codes
     static constexpr int byte_bits = packed ? Bits : 8;                  ///< bits per code in a panel byte
@@ -54,24 +56,53 @@ struct Int8PanelLayout {
     static constexpr int words_per_group = GroupSize / word_codes;
     static_assert(GroupSize % word_codes == 0, "Int8PanelLayout: a group must be whole words");
     static Eigen::Index words(Eigen::Index K) { return K / word_codes; }
-    /// 32-bit units of one group's record in a panel of NR rows: its words, then scales, then biases.
-    static constexpr Eigen::Index record_units(int NR) { return Eigen::Index{words_per_group + 2} * NR; }
-    static constexpr Eigen::Index scales_offset(int NR) { return Eigen::Index{words_per_group} * NR; }
-    static constexpr Eigen::Index biases_offset(int NR) { return Eigen::Index{words_per_group + 1} * NR; }
+    /// 32-bit units of one group's record in a panel of NR rows: its words, then its parameter slots
+    /// (slot 0: scales, slot 1: biases).
+    static constexpr Eigen::Index record_units(int NR) { return Eigen::Index{words_per_group + ParamSlots} * NR; }
+    static constexpr Eigen::Index param_offset(int NR, int slot) { return Eigen::Index{words_per_group + slot} * NR; }
+    static constexpr Eigen::Index scales_offset(int NR) { return param_offset(NR, 0); }
+    static constexpr Eigen::Index biases_offset(int NR) { return param_offset(NR, 1); }
     /// 32-bit units of a panel of NR rows over K codes.
     static Eigen::Index panel_units(Eigen::Index K, int NR) { return K / GroupSize * record_units(NR); }
 };
 
-/// Activations of one call, quantized (N11) and packed in ceil(M / MR) row blocks of at most MR rows,
-/// whose sizes differ by at most one (M = 13, MR = 6: 5, 4, 4).
+/// Activations of one call, quantized and packed in ceil(M / MR) row blocks of at most MR rows, whose
+/// sizes differ by at most one (M = 13, MR = 6: 5, 4, 4). MLX affine (N11) fills a and x_sum; ternary
+/// (N14) fills code_sums, per group ([block][g][r], sum_groups = groups) or per row (sum_groups = 1).
 struct Int8RowBlocks {
     Eigen::Index count = 0, base_rows = 0, extra = 0;  ///< blocks; rows = base_rows + (block < extra)
     Eigen::Index quads_per_row = 0, groups = 0;        ///< per row: K / 4 quads, K / GroupSize groups
+    Eigen::Index sum_groups = 0;                       ///< code sums per row
     std::vector<std::int8_t> quads;                    ///< [block][w][t][r][4], block b at b's first row * K
     std::vector<float> a, x_sum;                       ///< [block][g][r], block b at its first row * groups
+    std::vector<std::int32_t> code_sums;               ///< [block][g][r], block b at first row * sum_groups
 
     Eigen::Index rows(Eigen::Index block) const { return base_rows + (block < extra ? 1 : 0); }
     Eigen::Index first_row(Eigen::Index block) const { return block * base_rows + std::min(block, extra); }
+    /// Sets count, base_rows and extra for M rows in blocks of at most MR.
+    void split(Eigen::Index M, int MR) {
+        count = (M + MR - 1) / MR;
+        base_rows = M / count;
+        extra = M % count;
+    }
+};
+
+/// The per-row data of row block `block` as the microkernel reads it (the epilogue's inputs).
+struct Int8BlockData {
+    const std::int8_t* quads = nullptr;
+    const float* a = nullptr;                 ///< [g][r] (MLX affine)
+    const float* x_sum = nullptr;             ///< [g][r] (MLX affine)
+    const std::int32_t* code_sums = nullptr;  ///< [g][r] or [r] (ternary)
+
+    static Int8BlockData of(const Int8RowBlocks& blocks, Eigen::Index block) {
+        const Eigen::Index m0 = blocks.first_row(block);
+        Int8BlockData data;
+        data.quads = blocks.quads.data() + m0 * blocks.quads_per_row * 4;
+        if (!blocks.a.empty()) data.a = blocks.a.data() + m0 * blocks.groups;
+        if (!blocks.x_sum.empty()) data.x_sum = blocks.x_sum.data() + m0 * blocks.groups;
+        if (!blocks.code_sums.empty()) data.code_sums = blocks.code_sums.data() + m0 * blocks.sum_groups;
+        return data;
+    }
 };
 
 /// The S activation quads of one panel word: quad t holds codes[t], codes[t + S], codes[t + 2S],
@@ -108,16 +139,31 @@ inline void gather_quads(const std::int8_t* codes, std::uint32_t* quads) {
     }
 }
 
+/// Row r of a block of r_count rows into the block's quads ([w][t][r][4]): the S quads of each of the
+/// `words` words of codes (4 * S codes each).
+template <int S>
+inline void pack_row_quads(const std::int8_t* codes, Eigen::Index words, Eigen::Index r, Eigen::Index r_count,
+                           std::int8_t* quads) {
+    if constexpr (S == 1) {
+        // The quad of word w is codes 4w .. 4w+3: a 4-byte copy.
+        for (Eigen::Index w = 0; w < words; ++w) std::memcpy(quads + (w * r_count + r) * 4, codes + w * 4, 4);
+    } else {
+        for (Eigen::Index w = 0; w < words; ++w) {
+            std::uint32_t word_quads[S];
+            gather_quads<S>(codes + w * 4 * S, word_quads);
+            for (int t = 0; t < S; ++t) std::memcpy(quads + ((w * S + t) * r_count + r) * 4, &word_quads[t], 4);
+        }
+    }
+}
+
 /// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel; rows split across
 /// threads (each row's work is independent, so the result does not depend on the thread count).
 template <class Arch, int GroupSize, int Bits>
 Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
-    constexpr int S = layout::steps, WC = layout::word_codes;
+    constexpr int S = layout::steps;
     Int8RowBlocks blocks;
-    blocks.count = (M + MR - 1) / MR;
-    blocks.base_rows = M / blocks.count;
-    blocks.extra = M % blocks.count;
+    blocks.split(M, MR);
     blocks.quads_per_row = K / 4;
     blocks.groups = K / GroupSize;
     blocks.quads.resize(static_cast<std::size_t>(M * K));
@@ -140,17 +186,7 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
                     a_out[g * r_count + r] = a[static_cast<std::size_t>(g)];
                     sum_out[g * r_count + r] = sums[static_cast<std::size_t>(g)];
                 }
-                if constexpr (S == 1) {
-                    // The quad of word w is codes 4w .. 4w+3: a 4-byte copy.
-                    for (Eigen::Index w = 0; w < words; ++w)
-                        std::memcpy(quads + (w * r_count + r) * 4, xq.data() + w * 4, 4);
-                } else {
-                    for (Eigen::Index w = 0; w < words; ++w) {
-                        std::uint32_t word_quads[S];
-                        gather_quads<S>(xq.data() + w * WC, word_quads);
-                        for (int t = 0; t < S; ++t) std::memcpy(quads + ((w * S + t) * r_count + r) * 4, &word_quads[t], 4);
-                    }
-                }
+                pack_row_quads<S>(xq.data(), words, r, r_count, quads);
             }
         }
     });
@@ -190,7 +226,7 @@ void transpose_to_panel_int8(const std::uint8_t* const* rows_in, Eigen::Index ro
 
 /// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel (panel_units(K, NR)
 /// units at `panel`, the record layout above). `unpacked` is scratch of NR * K bytes (used for 3, 5 and
-/// 6 bits). Ops (detail/arch/x86_int8.hpp) transposes the words.
+/// 6 bits). Ops (detail/arch/int8.hpp) transposes the words.
 template <class Ops, int NR, int GroupSize, int Bits>
 void pack_weight_panel_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Eigen::Index n0, std::uint32_t* panel,
                             std::uint8_t* unpacked) {

@@ -2,9 +2,10 @@
 // qgemm_i8_panel.hpp: an MR x NR tile of outputs (NR = NJ * Ops::lanes weight rows, one per int32
 // lane), int32 accumulators per weight group. Per word of the group, each of the NJ code vectors is
 // loaded once and its S steps unpacked once, for all MR rows; each broadcast activation quad feeds the
-// NJ vectors. At the end of a group, per output, total = fma(fl(s * a), float(isum), total) and then
-// total = fma(b, xsum, total): the 2G terms in group order, each product fused into its add (the order
-// the reference's tolerance allows, int8_matmul_reference.hpp).
+// NJ vectors. At the end of a group an epilogue folds the int32 sums into the outputs: for MLX affine
+// (AffineInt8Epilogue), per output, total = fma(fl(s * a), float(isum), total) and then total = fma(b,
+// xsum, total): the 2G terms in group order, each product fused into its add (the order the
+// reference's tolerance allows, int8_matmul_reference.hpp); the ternary one is in ternary/int8_gemm.hpp.
 #pragma once
 
 #include "../config.hpp"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -46,21 +48,61 @@ LOWBIT_ALWAYS_INLINE inline void prefetch_ahead(const void* address) {
     __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(address) + Bytes), 0, 2);
 }
 
-/// tile[(p * MR + m) * NR + c] = the N11 output of row m of an MR-row x block (quads [w][t][MR][4], a
-/// and x_sum [g][MR]) and row c of weight panel p < NP (one record per group: qgemm_i8_panel.hpp; panel
-/// p at panel + p * apart units), over `groups` groups. NP = 2 walks two panels side by side, group by
-/// group: two sequential streams (the one-row GEMV, qgemm_i8.hpp). With `prefetch`, the panel about
-/// prefetch_bytes on (whole records) is prefetched into L2 as the tile goes.
-template <class Ops, int GroupSize, int Bits, int MR, int NJ, int NP = 1>
-void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, const std::uint32_t* panel,
-               Eigen::Index groups, bool prefetch, float* tile, Eigen::Index apart = 0) {
-    using layout = Int8PanelLayout<GroupSize, Bits>;
+/// The N11 epilogue of the MLX affine format: at the end of group g, per output, total = fma(fl(s *
+/// a), float(isum), total) and then total = fma(b, xsum, total) (s, b: the record's two parameter slots;
+/// a, xsum: the row's). An epilogue says how many float parameters a record holds per row
+/// (param_slots), folds a group's int32 sums into the tile's totals (group), turns the totals into the
+/// tile's floats (finish: nothing here), and writes a tile row to the output (store: a copy here).
+struct AffineInt8Epilogue {
+    static constexpr int param_slots = 2;
+    static constexpr bool integer_total = false;  ///< whether group() keeps int32 totals across groups
+
+    template <class Ops, int MR, int NJ>
+    LOWBIT_ALWAYS_INLINE static void group(const Int8BlockData& rows, Eigen::Index g, const float* params,
+                                           const typename Ops::vec (&acc)[MR][NJ], typename Ops::fvec (&total)[MR][NJ],
+                                           typename Ops::vec (&)[MR][NJ]) {
+        using fvec = typename Ops::fvec;
+        constexpr int L = Ops::lanes, NR = NJ * L;
+        fvec s[NJ], b[NJ];
+        static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
+            s[j] = Ops::fload(params + j * L);
+            b[j] = Ops::fload(params + NR + j * L);
+        });
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+            const fvec scale = Ops::fbroadcast(rows.a[g * MR + m]), sum = Ops::fbroadcast(rows.x_sum[g * MR + m]);
+            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                total[m][j] = Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(acc[m][j]), total[m][j]);
+                total[m][j] = Ops::fmadd(b[j], sum, total[m][j]);
+            });
+        });
+    }
+    template <class Ops, int MR, int NJ>
+    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
+                                     const typename Ops::vec (&)[MR][NJ]) const {}
+    /// out[c] for c < columns from row m of the tile (out: row m of the output at the tile's first column).
+    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
+        std::copy(tile_row, tile_row + columns, out);
+    }
+};
+
+/// tile[(p * MR + m) * NR + c] = the output (Epilogue's) of row m of an MR-row x block (rows: quads
+/// [w][t][MR][4] and the epilogue's per-row data) and row c of weight panel p < NP (one record per
+/// group: qgemm_i8_panel.hpp; panel p at panel + p * apart units), over `groups` groups. NP = 2 walks
+/// two panels side by side, group by group: two sequential streams (the one-row GEMV, qgemm_i8.hpp).
+/// With `prefetch`, the panel about prefetch_bytes on (whole records) is prefetched into L2 as the tile
+/// goes.
+template <class Ops, int GroupSize, int Bits, class Epilogue, int MR, int NJ, int NP = 1>
+void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::uint32_t* panel, Eigen::Index groups,
+               bool prefetch, float* tile, Eigen::Index apart = 0) {
+    using layout = Int8PanelLayout<GroupSize, Bits, Epilogue::param_slots>;
     using vec = typename Ops::vec;
     using fvec = typename Ops::fvec;
     constexpr int S = layout::steps, L = Ops::lanes, NR = NJ * L, WPG = layout::words_per_group;
     constexpr int unrolled = std::min(WPG, 8);
     static_assert(WPG % unrolled == 0, "int8_tile: words per group must be a multiple of the unrolled words");
     static_assert(NP == 1 || NP == 2, "int8_tile: one panel, or two side by side");
+    static_assert(std::is_unsigned_v<typename Ops::code_byte> && std::is_signed_v<typename Ops::activation_byte>,
+                  "int8_tile: the panels hold unsigned codes and the quads signed activations");
     constexpr int code_bits = Bits == 8 ? 8 : 6;  // AVX2's dot splits 8-bit codes; 2..6 bits are exact
     constexpr std::uint8_t mask = static_cast<std::uint8_t>((1u << layout::byte_bits) - 1u);
     constexpr Eigen::Index record_units = layout::record_units(NR);
@@ -74,13 +116,17 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
 
     // Plain arrays: std::array of an intrinsic type drops its alignment attribute (-Wignored-attributes).
     fvec total[NP][MR][NJ];
+    vec itotal[NP][MR][NJ];  // used by epilogues with integer_total only
     static_for<NP>([&](auto p) LOWBIT_ALWAYS_INLINE {
         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
-            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { total[p][m][j] = Ops::fzero(); });
+            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                total[p][m][j] = Ops::fzero();
+                if constexpr (Epilogue::integer_total) itotal[p][m][j] = Ops::zero();
+            });
         });
     });
     for (Eigen::Index g = 0; g < groups; ++g) {
-        const std::int8_t* group_quads = quads + g * WPG * S * MR * 4;
+        const std::int8_t* group_quads = rows.quads + g * WPG * S * MR * 4;
         static_for<NP>([&](auto p) LOWBIT_ALWAYS_INLINE {
             const std::uint32_t* record = panel + p * apart + g * record_units;
             vec acc[MR][NJ];
@@ -88,12 +134,11 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
                 static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { acc[m][j] = Ops::zero(); });
             });
             // The record's floats, stored bit for bit in its 32-bit units (Ops::fload may alias them).
-            const float* scales = reinterpret_cast<const float*>(record + layout::scales_offset(NR));
-            const float* biases = reinterpret_cast<const float*>(record + layout::biases_offset(NR));
-            if (prefetch)  // the scale and bias lines of the record ahead (its words: in the word loop)
-                static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                    prefetch_ahead<ahead_bytes>(scales + j * L);
-                    prefetch_ahead<ahead_bytes>(biases + j * L);
+            const float* params = reinterpret_cast<const float*>(record + layout::param_offset(NR, 0));
+            if (prefetch)  // the parameter lines of the record ahead (its words: in the word loop)
+                static_for<Epilogue::param_slots>([&](auto slot) LOWBIT_ALWAYS_INLINE {
+                    static_for<NJ>(
+                        [&](auto j) LOWBIT_ALWAYS_INLINE { prefetch_ahead<ahead_bytes>(params + slot * NR + j * L); });
                 });
             for (int w0 = 0; w0 < WPG; w0 += unrolled) {
                 static_for<unrolled>([&](auto w_constant) LOWBIT_ALWAYS_INLINE {
@@ -121,21 +166,11 @@ void int8_tile(const std::int8_t* quads, const float* a, const float* x_sum, con
                     });
                 });
             }
-            fvec s[NJ], b[NJ];
-            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                s[j] = Ops::fload(scales + j * L);
-                b[j] = Ops::fload(biases + j * L);
-            });
-            static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
-                const fvec scale = Ops::fbroadcast(a[g * MR + m]), sum = Ops::fbroadcast(x_sum[g * MR + m]);
-                static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                    total[p][m][j] = Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(acc[m][j]), total[p][m][j]);
-                    total[p][m][j] = Ops::fmadd(b[j], sum, total[p][m][j]);
-                });
-            });
+            Epilogue::template group<Ops, MR, NJ>(rows, g, params, acc, total[p], itotal[p]);
         });
     }
     static_for<NP>([&](auto p) LOWBIT_ALWAYS_INLINE {
+        epilogue.template finish<Ops, MR, NJ>(rows, total[p], itotal[p]);
         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
             static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
                 Ops::fstore(tile + (p * MR + m) * NR + j * L, total[p][m][j]);

@@ -1,7 +1,7 @@
 // The int8-activation matmul on MLX affine codes (docs/numerics.md N11) for a few activation rows (the
 // GEMV side; qgemm_i8.hpp is the GEMM): kernel and threaded driver.
 //
-// Ops is one of the structs of detail/arch/x86_int8.hpp (V = Ops::bytes code bytes per vector,
+// Ops is one of the structs of detail/arch/int8.hpp (V = Ops::bytes code bytes per vector,
 // L = Ops::lanes int32 lanes). A row of weight codes is read as bytes: the packed words themselves for
 // Bits in {2, 4, 8} (a byte holds S = 8 / Bits codes, code j of the byte in bits j*Bits), or the row
 // unpacked to one byte per code for Bits in {3, 5, 6} (then S = 1, as for 8 bits). A chunk is V code
@@ -29,7 +29,7 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
-#include "../arch/x86_int8.hpp"
+#include "../arch/int8.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"

@@ -102,6 +102,26 @@ inline void pack_row(TernaryFormat format, const std::int8_t* codes, Eigen::Inde
         }
 }
 
+/// The digits u = t + 1 of a packed row's padded_cols(format, K) weights, chunk by chunk and byte by
+/// byte (the padding's digits are those stored: 1).
+inline void unpack_row_digits(TernaryFormat format, const std::uint8_t* row, Eigen::Index K, std::uint8_t* digits) {
+    const int S = steps(format);
+    for (Eigen::Index c = 0; c < chunks(format, K); ++c) {
+        std::uint8_t* chunk = digits + c * chunk_codes(format);
+        for (int j = 0; j < chunk_bytes; ++j) {
+            unsigned t = row[c * chunk_bytes + j];
+            for (int s = 0; s < S; ++s) {
+                if (format == TernaryFormat::i2) {
+                    chunk[s * chunk_bytes + j] = static_cast<std::uint8_t>((t >> (2 * s)) & 3u);
+                } else {
+                    chunk[s * chunk_bytes + j] = static_cast<std::uint8_t>((3u * t) >> 8);  // tq1_digit's steps
+                    t = (3u * t) & 0xFFu;
+                }
+            }
+        }
+    }
+}
+
 /// Unpacks K codes t in {-1, 0, 1} of a packed row.
 inline void unpack_row(TernaryFormat format, const std::uint8_t* row, Eigen::Index K, std::int8_t* codes) {
     for (Eigen::Index k = 0; k < K; ++k) codes[k] = static_cast<std::int8_t>(packed_digit(format, row, k) - 1);
