@@ -1,6 +1,6 @@
 // The int8-activation matmul (docs/numerics.md N11, Activations::int8): the SIMD kernels (this build's
-// detail::dispatch_int8_ops: the row-dot kernel of qgemv_i8.hpp for a few rows, the panel GEMM of
-// qgemm_i8.hpp from MlxAffineI8Kernels::gemm_rows on) against the scalar reference
+// detail::dispatch_int8_ops: the row-dot kernel of int8_gemv.hpp for a few rows, the panel GEMM of
+// int8_gemm.hpp from MlxAffineI8Kernels::gemm_rows on) against the scalar reference
 // (int8_matmul_reference.hpp) for every supported format, over M and N around the 4-row block of the
 // row-dot kernel, the row block (MR) and column panel (NR) of the GEMM and the ranges the drivers
 // slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -121,13 +122,11 @@ TEST_CASE("Ternary activations: the token quantizer equals quantize_activations_
 }
 
 TEST_CASE("Ternary matmul: the int8 GEMM of every instruction set against the scalar reference", "[ternary][kernels]") {
-#if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
-    check_int8_gemm<lowbit::detail::simd::int8::avx512_vnni>(1510);
-#endif
-#if defined(LOWBIT_HAS_INT8_AVX2)
-    check_int8_gemm<lowbit::detail::simd::int8::avx2>(1520);
-#endif
-    SUCCEED("instruction sets of this build checked");
+    std::uint64_t salt = 1510;
+    [&]<class... Ops>(std::tuple<Ops...>*) {
+        (check_int8_gemm<Ops>(salt++), ...);
+    }(static_cast<lowbit::detail::simd::int8::all*>(nullptr));
+    SUCCEED("instruction sets of this build checked: " << std::tuple_size_v<lowbit::detail::simd::int8::all>);
 }
 
 TEST_CASE("Ternary matmul: dispatched kernels bit for bit against the reference and the integers",

@@ -5,7 +5,8 @@
 // is the widest this target has (void: none; the kernels then run their references).
 //
 // Each struct Ops has: `vec` (int32 lanes), `lanes`, `bytes` (code bytes per vector), code_byte and
-// activation_byte (the dot's operand types: unsigned codes, signed activations);
+// activation_byte (the dot's operand types: unsigned codes, signed activations), tile_rows and
+// tile_vectors (the GEMM microkernel's MR and NJ for its register file);
 //   zero(), load(p) (unaligned), byte_mask(v, m) (v & m per byte), shift_right(v, s) (16-bit shift),
 //   dot(acc, u8, i8)  : acc[i] += sum_{j<4} u8[4i+j] * i8[4i+j], exact for u8 codes < 2^CodeBits
 //                       (the template parameter says how wide the codes can be);
@@ -21,11 +22,23 @@
 
 #include "../config.hpp"
 
+#include <tuple>
+
 #include "x86_avx2_int8.hpp"
 #include "x86_avx512_vnni_int8.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::simd::int8 {
+
+/// Every instruction set of this target, widest first (the kernel tests run each).
+using all = decltype(std::tuple_cat(
+#if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
+    std::tuple<avx512_vnni>{},
+#endif
+#if defined(LOWBIT_HAS_INT8_AVX2)
+    std::tuple<avx2>{},
+#endif
+    std::tuple<>{}));
 
 #if defined(LOWBIT_HAS_INT8_AVX512_VNNI)
 using best = avx512_vnni;

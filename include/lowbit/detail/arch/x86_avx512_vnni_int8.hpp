@@ -29,6 +29,8 @@ struct avx512_vnni {
     using activation_byte = std::int8_t;  ///< dot's second operand: signed bytes (the activations)
     static constexpr int lanes = 16;
     static constexpr int bytes = 64;
+    /// The GEMM microkernel's tile (gemm/int8_ukernel.hpp): 6 rows x 2 vectors, for 32 registers.
+    static constexpr int tile_rows = 6, tile_vectors = 2;
     static vec zero() noexcept { return _mm512_setzero_si512(); }
     static vec load(const void* p) noexcept { return _mm512_loadu_si512(p); }
     static vec byte_mask(vec v, std::uint8_t mask) noexcept {

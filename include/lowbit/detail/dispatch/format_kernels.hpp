@@ -16,8 +16,8 @@
 
 #include <Eigen/Core>
 
+#include "../gemm/int8_weight_panels.hpp"
 #include "../kernel_paths.hpp"
-#include "../mlx_affine/int8_weight_panels.hpp"
 #include "../mlx_affine/quantize.hpp"
 #include "../quantized_view.hpp"
 

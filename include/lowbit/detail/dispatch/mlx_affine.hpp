@@ -12,13 +12,13 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/int8_weight_panels.hpp"
 #include "../kernel_paths.hpp"
+#include "../mlx_affine/int8_gemm.hpp"
+#include "../mlx_affine/int8_gemv.hpp"
 #include "../mlx_affine/int8_matmul_reference.hpp"
-#include "../mlx_affine/int8_weight_panels.hpp"
 #include "../mlx_affine/matmul_driver.hpp"
 #include "../mlx_affine/matmul_reference.hpp"
-#include "../mlx_affine/qgemm_i8.hpp"
-#include "../mlx_affine/qgemv_i8.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "format_kernels.hpp"
@@ -77,8 +77,8 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
 /// instruction set Ops of detail/arch/int8.hpp (void: none, the reference runs). Every bit width
 /// has them (3, 5 and 6 bits unpack codes to bytes first). Without a layer's panels: below gemm_rows
-/// rows the row-dot kernel of qgemv_i8.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from
-/// gemm_rows on the panel GEMM of qgemm_i8.hpp (recorded as GEMM); the threshold is measured (4096 x
+/// rows the row-dot kernel of int8_gemv.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from
+/// gemm_rows on the panel GEMM of int8_gemm.hpp (recorded as GEMM); the threshold is measured (4096 x
 /// 4096, 1 thread). With a layer's Int8PanelCache and `prepacked` (2, 4 and 8 bits), the GEMM on the
 /// panels built once runs for every M (as fast as the row dot at M = 1, faster from M = 2; measured).
 template <int GroupSize, int Bits, class Ops>
@@ -96,7 +96,7 @@ struct MlxAffineI8Kernels {
 using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::available, simd::int8::best, void>;
 
 /// FormatKernels::matmul_int8 of the MLX affine format (contract there). `kernel`: automatic, gemv or
-/// batch (the row-dot kernel of qgemv_i8.hpp for any M), gemm (the panel GEMM of qgemm_i8.hpp), or
+/// batch (the row-dot kernel of int8_gemv.hpp for any M), gemm (the panel GEMM of int8_gemm.hpp), or
 /// reference. With `panels`, automatic builds q's panels there once and runs the GEMM on them (when
 /// the table has `prepacked` and the cache holds this build's NR).
 template <int GroupSize, int Bits>

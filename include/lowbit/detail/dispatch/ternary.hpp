@@ -10,8 +10,8 @@
 
 #include <Eigen/Core>
 
+#include "../gemm/int8_weight_panels.hpp"
 #include "../kernel_paths.hpp"
-#include "../mlx_affine/int8_weight_panels.hpp"
 #include "../simd.hpp"
 #include "../ternary/int8_gemm.hpp"
 #include "../ternary/reference.hpp"

@@ -12,8 +12,8 @@
 //   c_g = fl(b[n,g] * xsum[m,g]),  xsum[m,g] = sum_{k in g} x[m,k] in f32, k order
 //   y[m,n] = ((((0 + p_0) + c_0) + p_1) + c_1) ... in group order.
 // The kernels compute the same isum bit for bit and the same 2G terms, but may add them in another
-// order (the row-dot kernel of qgemv_i8.hpp: lane-wise over groups, then across lanes; the panel GEMM
-// of qgemm_i8.hpp: this group order), may fuse a product into its add (the GEMM fuses both), and take
+// order (the row-dot kernel of int8_gemv.hpp: lane-wise over groups, then across lanes; the panel GEMM
+// of int8_gemm.hpp: this group order), may fuse a product into its add (the GEMM fuses both), and take
 // xsum from the f32 path's SIMD group sums; they agree with this reference within
 //   (4 G + 2 GroupSize) * u * sum_g ( |p_g| + |b[n,g]| * sum_{k in g} |x[m,k]| )
 // (tests/support/tolerance.hpp int8_kernel_tolerance), and exactly when every sum is exact.

@@ -20,14 +20,14 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/f32_ukernel.hpp"
+#include "../gemm/f32_x_panel.hpp"
+#include "../gemm/group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "matmul_common.hpp"
 #include "qgemm_panel.hpp"
-#include "qgemm_ukernel.hpp"
-#include "qgemm_x_panel.hpp"
 #include "qgemv.hpp"
 #include "qgemv_batch.hpp"
 

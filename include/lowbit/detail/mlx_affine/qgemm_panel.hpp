@@ -23,12 +23,12 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/f32_ukernel.hpp"
+#include "../gemm/group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
-#include "matmul_common.hpp"
 #include "packing.hpp"
-#include "qgemm_ukernel.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {

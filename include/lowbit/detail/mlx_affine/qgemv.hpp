@@ -23,10 +23,10 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
-#include "matmul_common.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {

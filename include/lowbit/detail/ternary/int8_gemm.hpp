@@ -1,5 +1,5 @@
 // The ternary x int8 matmul (docs/numerics.md N14) on the shared int8 GEMM of the MLX affine path
-// (qgemm_i8.hpp: panels, microkernel, threaded driver). What is ternary's own is here: the weight
+// (int8_gemm.hpp: panels, microkernel, threaded driver). What is ternary's own is here: the weight
 // panels, the activation blocks and the epilogue.
 //
 // A ternary weight t is the 2-bit code u = t + 1 (0..2), so a ternary row is an MLX 2-bit row of
@@ -24,10 +24,10 @@
 
 #include <Eigen/Core>
 
-#include "../mlx_affine/int8_weight_panels.hpp"
-#include "../mlx_affine/qgemm_i8.hpp"
-#include "../mlx_affine/qgemm_i8_panel.hpp"
-#include "../mlx_affine/qgemm_i8_ukernel.hpp"
+#include "../gemm/int8_driver.hpp"
+#include "../gemm/int8_panels.hpp"
+#include "../gemm/int8_ukernel.hpp"
+#include "../gemm/int8_weight_panels.hpp"
 #include "../threading/parallel.hpp"
 #include "activations.hpp"
 #include "packing.hpp"

@@ -1,5 +1,5 @@
-// What the f32-activation matmul kernels of the MLX affine format share: per-group sums of x (the
-// b * sum(x) term of every group).
+// Per-group sums of x, which every format with a per-group offset needs (MLX affine's b * sum(x) term
+// of every group, in its f32 and int8 kernels).
 #pragma once
 
 #include "../config.hpp"

@@ -1,5 +1,5 @@
-// QgemmF32Ukernel: the register-blocked microkernel of qgemm_f32 (f32 activations on MLX affine codes,
-// unpacked and scaled into a float panel by qgemm_panel.hpp), any xsimd Arch. It runs over a slice of
+// QgemmF32Ukernel: the register-blocked microkernel of the f32 GEMM on codes a format has unpacked and
+// scaled into a float panel (MLX affine: mlx_affine/qgemm_panel.hpp), any xsimd Arch. It runs over a slice of
 // groups: out = (first ? 0 : out) + sum_k x * fl(s * q) + sum_g sum(x) * b. f32 accumulation, no
 // integer arithmetic.
 #pragma once
@@ -30,10 +30,10 @@ struct QgemmF32Ukernel {
     };
 
     static constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
-    static constexpr int NR = 2 * W;                 ///< panel columns per register block
-    static constexpr int MR = W >= 16 ? 8 : 6;       ///< x rows per register block (MR * 2 accumulators)
-    static constexpr Index NC = (256 / NR) * NR;     ///< output columns per tile (one panel)
-    static constexpr Index MC = 256;                 ///< x rows per tile
+    static constexpr int NR = 2 * W;              ///< panel columns per register block
+    static constexpr int MR = W >= 16 ? 8 : 6;    ///< x rows per register block (MR * 2 accumulators)
+    static constexpr Index NC = (256 / NR) * NR;  ///< output columns per tile (one panel)
+    static constexpr Index MC = 256;              ///< x rows per tile
     /// k per panel slice, in whole groups (slice_groups): one NR-column block of the slice's panel
     /// (KC + KC / GroupSize rows of NR floats: 33 KiB at g64 on AVX-512) stays in L1 while the tile's
     /// rows pass over it, and each output is read and written once per slice instead of once per group

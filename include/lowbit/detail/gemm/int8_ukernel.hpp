@@ -1,11 +1,14 @@
-// The register-blocked microkernel of the int8-activation GEMM (docs/numerics.md N11) on the panels of
-// qgemm_i8_panel.hpp: an MR x NR tile of outputs (NR = NJ * Ops::lanes weight rows, one per int32
+// The register-blocked microkernel of the int8-activation GEMM (docs/numerics.md N11, N14) on the panels
+// of int8_panels.hpp: an MR x NR tile of outputs (NR = NJ * Ops::lanes weight rows, one per int32
 // lane), int32 accumulators per weight group. Per word of the group, each of the NJ code vectors is
 // loaded once and its S steps unpacked once, for all MR rows; each broadcast activation quad feeds the
 // NJ vectors. At the end of a group an epilogue folds the int32 sums into the outputs: for MLX affine
 // (AffineInt8Epilogue), per output, total = fma(fl(s * a), float(isum), total) and then total = fma(b,
 // xsum, total): the 2G terms in group order, each product fused into its add (the order the
-// reference's tolerance allows, int8_matmul_reference.hpp); the ternary one is in ternary/int8_gemm.hpp.
+// reference's tolerance allows: mlx_affine/int8_epilogue.hpp); the ternary one is in
+// ternary/int8_gemm.hpp. An epilogue says how many float parameters a record holds per row
+// (param_slots), folds a group's int32 sums into the tile's totals (group), turns the totals into the
+// tile's floats (finish) and writes a tile row to the output (store).
 #pragma once
 
 #include "../config.hpp"
@@ -18,18 +21,18 @@
 #include <Eigen/Core>
 
 #include "../unroll.hpp"
-#include "qgemm_i8_panel.hpp"
+#include "int8_panels.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// The tile of the microkernel for Ops: MR activation rows x NJ vectors of Ops::lanes weight rows. Sized
-/// for the register file: 2 * MR * NJ accumulators (int32 and float) plus the code vectors.
+/// The tile of the microkernel for Ops: MR activation rows x NJ vectors of Ops::lanes weight rows, as
+/// Ops sizes it for its register file (2 * MR * NJ accumulators, int32 and float, plus the code vectors).
 template <class Ops>
 struct Int8TileShape {
-    static constexpr int rows = Ops::lanes == 16 ? 6 : 4;  ///< MR: 32 registers (AVX-512) or 16 (AVX2)
-    static constexpr int vectors = Ops::lanes == 16 ? 2 : 1;  ///< NJ
-    static constexpr int columns = vectors * Ops::lanes;       ///< NR
+    static constexpr int rows = Ops::tile_rows;           ///< MR
+    static constexpr int vectors = Ops::tile_vectors;     ///< NJ
+    static constexpr int columns = vectors * Ops::lanes;  ///< NR
     /// The tiles of the first row block of a pass over a layer's panels (the ones that bring the panels
     /// in; qgemm_i8's own panels were just packed, in cache) prefetch the panel prefetch_bytes ahead
     /// (rounded up to whole records) into L2: with words, scales and biases in three arrays, the
@@ -48,47 +51,10 @@ LOWBIT_ALWAYS_INLINE inline void prefetch_ahead(const void* address) {
     __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(address) + Bytes), 0, 2);
 }
 
-/// The N11 epilogue of the MLX affine format: at the end of group g, per output, total = fma(fl(s *
-/// a), float(isum), total) and then total = fma(b, xsum, total) (s, b: the record's two parameter slots;
-/// a, xsum: the row's). An epilogue says how many float parameters a record holds per row
-/// (param_slots), folds a group's int32 sums into the tile's totals (group), turns the totals into the
-/// tile's floats (finish: nothing here), and writes a tile row to the output (store: a copy here).
-struct AffineInt8Epilogue {
-    static constexpr int param_slots = 2;
-    static constexpr bool integer_total = false;  ///< whether group() keeps int32 totals across groups
-
-    template <class Ops, int MR, int NJ>
-    LOWBIT_ALWAYS_INLINE static void group(const Int8BlockData& rows, Eigen::Index g, const float* params,
-                                           const typename Ops::vec (&acc)[MR][NJ], typename Ops::fvec (&total)[MR][NJ],
-                                           typename Ops::vec (&)[MR][NJ]) {
-        using fvec = typename Ops::fvec;
-        constexpr int L = Ops::lanes, NR = NJ * L;
-        fvec s[NJ], b[NJ];
-        static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-            s[j] = Ops::fload(params + j * L);
-            b[j] = Ops::fload(params + NR + j * L);
-        });
-        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
-            const fvec scale = Ops::fbroadcast(rows.a[g * MR + m]), sum = Ops::fbroadcast(rows.x_sum[g * MR + m]);
-            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                total[m][j] = Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(acc[m][j]), total[m][j]);
-                total[m][j] = Ops::fmadd(b[j], sum, total[m][j]);
-            });
-        });
-    }
-    template <class Ops, int MR, int NJ>
-    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
-                                     const typename Ops::vec (&)[MR][NJ]) const {}
-    /// out[c] for c < columns from row m of the tile (out: row m of the output at the tile's first column).
-    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
-        std::copy(tile_row, tile_row + columns, out);
-    }
-};
-
 /// tile[(p * MR + m) * NR + c] = the output (Epilogue's) of row m of an MR-row x block (rows: quads
 /// [w][t][MR][4] and the epilogue's per-row data) and row c of weight panel p < NP (one record per
-/// group: qgemm_i8_panel.hpp; panel p at panel + p * apart units), over `groups` groups. NP = 2 walks
-/// two panels side by side, group by group: two sequential streams (the one-row GEMV, qgemm_i8.hpp).
+/// group: int8_panels.hpp; panel p at panel + p * apart units), over `groups` groups. NP = 2 walks
+/// two panels side by side, group by group: two sequential streams (the one-row GEMV, int8_gemm.hpp).
 /// With `prefetch`, the panel about prefetch_bytes on (whole records) is prefetched into L2 as the tile
 /// goes.
 template <class Ops, int GroupSize, int Bits, class Epilogue, int MR, int NJ, int NP = 1>
@@ -146,16 +112,19 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
                     vec codes[NJ];
                     static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { codes[j] = Ops::load(record + w * NR + j * L); });
                     if (prefetch)
-                        static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                            prefetch_ahead<ahead_bytes>(record + w * NR + j * L);
-                        });
+                        static_for<NJ>(
+                            [&](auto j) LOWBIT_ALWAYS_INLINE { prefetch_ahead<ahead_bytes>(record + w * NR + j * L); });
                     static_for<S>([&](auto t_constant) LOWBIT_ALWAYS_INLINE {
                         constexpr int t = decltype(t_constant)::value;
                         vec step[NJ];
                         static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                            if constexpr (S == 1) step[j] = codes[j];
-                            else if constexpr (t == 0) step[j] = Ops::byte_mask(codes[j], mask);
-                            else step[j] = Ops::byte_mask(Ops::template shift_right<t * layout::byte_bits>(codes[j]), mask);
+                            if constexpr (S == 1)
+                                step[j] = codes[j];
+                            else if constexpr (t == 0)
+                                step[j] = Ops::byte_mask(codes[j], mask);
+                            else
+                                step[j] =
+                                    Ops::byte_mask(Ops::template shift_right<t * layout::byte_bits>(codes[j]), mask);
                         });
                         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                             const vec quad = Ops::broadcast32(group_quads + ((w * S + t) * MR + m) * 4);
@@ -172,9 +141,8 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
     static_for<NP>([&](auto p) LOWBIT_ALWAYS_INLINE {
         epilogue.template finish<Ops, MR, NJ>(rows, total[p], itotal[p]);
         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
-            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                Ops::fstore(tile + (p * MR + m) * NR + j * L, total[p][m][j]);
-            });
+            static_for<NJ>([&](auto j)
+                               LOWBIT_ALWAYS_INLINE { Ops::fstore(tile + (p * MR + m) * NR + j * L, total[p][m][j]); });
         });
     });
 }

@@ -1,10 +1,8 @@
-// The threaded drivers of the int8-activation GEMM (docs/numerics.md N11): x quantized and packed once
-// per call (qgemm_i8_panel.hpp), weight rows packed a few panels at a time per thread (qgemm_i8) or
-// once per layer (qgemm_i8_prepacked, Int8WeightPanels), and the microkernel (qgemm_i8_ukernel.hpp)
-// run over every row block against a few panels at a time while they are in L2; one row (the GEMV)
-// walks two panels side by side instead. Threads take ranges of panels (NR output columns each); each
-// output is computed by one tile in a fixed order, so neither the thread count nor the pairing of
-// panels changes a result.
+// The threaded drivers of the int8-activation GEMM (docs/numerics.md N11, N14), for every format on it:
+// the microkernel (int8_ukernel.hpp) run over every row block of packed activations (int8_panels.hpp)
+// against a few weight panels at a time while they are in L2; one row (the GEMV) walks two panels side
+// by side instead. Threads take ranges of panels (NR output columns each); each output is computed by
+// one tile in a fixed order, so neither the thread count nor the pairing of panels changes a result.
 #pragma once
 
 #include "../config.hpp"
@@ -16,13 +14,11 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
-#include "../quantized_view.hpp"
-#include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "qgemm_i8_panel.hpp"
-#include "qgemm_i8_ukernel.hpp"
+#include "int8_panels.hpp"
+#include "int8_ukernel.hpp"
+#include "int8_weight_panels.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -98,34 +94,6 @@ inline Eigen::Index int8_panels_per_pass(Eigen::Index panel_units) {
     return std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / panel_units);
 }
 
-/// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (rows with stride x_stride, finite) and q,
-/// for any M >= 1, packing the weight panels per call (qgemv_i8.hpp is the row-dot alternative).
-template <class Arch, class Ops, int GroupSize, int Bits>
-void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q,
-              float* out, Eigen::Index out_stride) {
-    using layout = Int8PanelLayout<GroupSize, Bits>;
-    using shape = Int8TileShape<Ops>;
-    constexpr int MR = shape::rows, NR = shape::columns;
-    const Eigen::Index N = q.rows(), K = q.cols();
-    const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    const Eigen::Index panels = (N + NR - 1) / NR, panel_units = layout::panel_units(K, NR);
-    const Eigen::Index chunk = int8_panels_per_pass(panel_units);
-    parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t begin, std::size_t end) {
-        const Eigen::Index p_begin = static_cast<Eigen::Index>(begin), p_end = static_cast<Eigen::Index>(end);
-        const Eigen::Index held = std::min(chunk, p_end - p_begin);
-        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> held_panels(
-            static_cast<std::size_t>(held * panel_units));
-        std::vector<std::uint8_t> unpacked(layout::packed ? 0 : static_cast<std::size_t>(NR * K));
-        for (Eigen::Index p0 = p_begin; p0 < p_end; p0 += chunk) {
-            const Eigen::Index p1 = std::min(p0 + chunk, p_end);
-            for (Eigen::Index p = p0; p < p1; ++p)
-                pack_weight_panel_int8<Ops, NR>(q, p * NR, held_panels.data() + (p - p0) * panel_units, unpacked.data());
-            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, held_panels.data(), panel_units, p0, p1, N, false,
-                                                   AffineInt8Epilogue{}, out, out_stride);
-        }
-    });
-}
-
 /// The int8 GEMM of packed activations (blocks) and panels packed once (N output columns), for any
 /// M >= 1, threads over panels: what qgemm_i8_prepacked and the ternary matmul run.
 template <class Ops, int GroupSize, int Bits, class Epilogue>
@@ -143,17 +111,6 @@ void int8_gemm_on_panels(const Int8RowBlocks& blocks, const Int8WeightPanels& pa
                                                    panels.panel_units, p0, p1, N, true, epilogue, out, out_stride);
         }
     });
-}
-
-/// qgemm_i8 on panels packed once (pack_weight_panels_int8 with this Ops' NR), for any M >= 1: the
-/// same tiles, so the same result, without the per-call packing (which costs more than the
-/// microkernel below about 16 rows).
-template <class Arch, class Ops, int GroupSize, int Bits>
-void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
-                        Eigen::Index N, Eigen::Index K, float* out, Eigen::Index out_stride) {
-    constexpr int MR = Int8TileShape<Ops>::rows;
-    const Int8RowBlocks blocks = pack_activations_int8<Arch, GroupSize, Bits>(x, x_stride, M, K, MR);
-    int8_gemm_on_panels<Ops, GroupSize, Bits>(blocks, panels, N, AffineInt8Epilogue{}, out, out_stride);
 }
 
 }  // namespace detail::kernels

@@ -1,5 +1,5 @@
 // The int8-activation matmul on MLX affine codes (docs/numerics.md N11) for a few activation rows (the
-// GEMV side; qgemm_i8.hpp is the GEMM): kernel and threaded driver.
+// GEMV side; int8_gemm.hpp is the GEMM): kernel and threaded driver.
 //
 // Ops is one of the structs of detail/arch/int8.hpp (V = Ops::bytes code bytes per vector,
 // L = Ops::lanes int32 lanes). A row of weight codes is read as bytes: the packed words themselves for
@@ -30,12 +30,12 @@
 
 #include "../../formats/mlx_affine.hpp"
 #include "../arch/int8.hpp"
+#include "../gemm/group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
 #include "int8_quantize_x.hpp"
-#include "matmul_common.hpp"
 #include "packing.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -50,7 +50,7 @@ struct Int8Layout {
     static constexpr int chunk_codes = Ops::bytes * steps;
     static constexpr int lane_codes = 4 * steps;
     static constexpr int lanes_per_group = GroupSize / lane_codes;
-    static constexpr int segment = std::min(Ops::lanes, lanes_per_group);          ///< lanes per group in a vector
+    static constexpr int segment = std::min(Ops::lanes, lanes_per_group);  ///< lanes per group in a vector
     static constexpr int chunks_per_vector = std::max(1, lanes_per_group / Ops::lanes);
     static constexpr int vectors_per_block = segment;  ///< vectors whose merge gives Ops::lanes groups
     static constexpr int block_groups = Ops::lanes;
@@ -157,10 +157,14 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
                 static_for<S>([&](auto t_constant) LOWBIT_ALWAYS_INLINE {
                     constexpr int t = decltype(t_constant)::value;
                     vec step;
-                    if constexpr (S == 1) step = codes;
-                    else if constexpr (t == 0) step = Ops::byte_mask(codes, mask);
-                    else if constexpr (t + 1 == S) step = Ops::template shift_right<t * layout::byte_bits>(codes);
-                    else step = Ops::byte_mask(Ops::template shift_right<t * layout::byte_bits>(codes), mask);
+                    if constexpr (S == 1)
+                        step = codes;
+                    else if constexpr (t == 0)
+                        step = Ops::byte_mask(codes, mask);
+                    else if constexpr (t + 1 == S)
+                        step = Ops::template shift_right<t * layout::byte_bits>(codes);
+                    else
+                        step = Ops::byte_mask(Ops::template shift_right<t * layout::byte_bits>(codes), mask);
                     if constexpr (t + 1 == S && S > 1) step = Ops::byte_mask(step, mask);  // 16-bit shift carries
                     static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                         const std::int8_t* xp = x_rows[m] + (c * S + t) * V;
@@ -194,7 +198,9 @@ LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::
     Eigen::Index block = 0;
     for (; block < whole_blocks; ++block) run_block(std::false_type{}, block);
     for (; block < layout::blocks(K); ++block) run_block(std::true_type{}, block);
-    static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE { out[(m0 + m) * out_stride] = Ops::freduce(Ops::fadd(total_p[m], total_c[m])); });
+    static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+        out[(m0 + m) * out_stride] = Ops::freduce(Ops::fadd(total_p[m], total_c[m]));
+    });
 }
 
 /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (rows with stride x_stride, finite) and q;
@@ -221,8 +227,10 @@ void qgemv_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
                 for (Eigen::Index n = n0; n < n1; ++n)
                     unpack_codes<Bits>(&q.codes(n, 0), static_cast<std::size_t>(K), unpacked.data() + (n - n0) * K);
             auto bytes_of = [&](Eigen::Index n) -> const std::uint8_t* {
-                if constexpr (layout::packed) return reinterpret_cast<const std::uint8_t*>(&q.codes(n, 0));
-                else return unpacked.data() + (n - n0) * K;
+                if constexpr (layout::packed)
+                    return reinterpret_cast<const std::uint8_t*>(&q.codes(n, 0));
+                else
+                    return unpacked.data() + (n - n0) * K;
             };
             auto rows = [&]<int MR>(std::integral_constant<int, MR>, Eigen::Index m) {
                 for (Eigen::Index n = n0; n < n1; ++n)

@@ -1,10 +1,10 @@
-// The weight panels of the int8-activation GEMM (docs/numerics.md N11; layout in qgemm_i8_panel.hpp),
-// built once per layer instead of once per call: QuantizedLinear holds an Int8PanelCache and the
-// dispatch (run_quantized_matmul_int8) fills it on the layer's first int8 forward, for the formats
-// whose words the microkernel reads as they are (2, 4 and 8 bits). The panels are the codes, scales
-// and biases again in another order: as many bytes as the QuantizedMatrix's three arrays (plus at most
-// one panel of zero rows). Declared here without intrinsics, so that every build (scalar included) has
-// the type.
+// The weight panels of the int8-activation GEMM (docs/numerics.md N11; layout in int8_panels.hpp),
+// built once per layer instead of once per call: QuantizedLinear and TernaryLinear hold an
+// Int8PanelCache and their dispatch fills it on the layer's first int8 forward (MLX affine: the formats
+// whose words the microkernel reads as they are, 2, 4 and 8 bits; ternary: always). MLX affine's
+// panels are its codes, scales and biases again in another order: as many bytes as the matrix's three
+// arrays (plus at most one panel of zero rows). Declared here without intrinsics, so that every build
+// (scalar included) has the type.
 #pragma once
 
 #include "../config.hpp"
@@ -22,7 +22,7 @@ namespace detail {
 
 /// Every weight panel of one QuantizedMatrix, for a microkernel of `columns` (NR) weight rows per panel:
 /// panel p at p * panel_units 32-bit units of `units`, one record per weight group (its code words, then
-/// its scales and biases: qgemm_i8_panel.hpp). columns == 0: not built (format or instruction set
+/// its scales and biases: int8_panels.hpp). columns == 0: not built (format or instruction set
 /// without panels).
 struct Int8WeightPanels {
     int columns = 0;

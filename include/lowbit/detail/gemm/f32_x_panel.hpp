@@ -22,7 +22,7 @@
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "qgemm_ukernel.hpp"
+#include "f32_ukernel.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -63,9 +63,9 @@ void pack_x_block(const float* x, Index x_stride, const float* x_sum, Index grou
 /// x packed for QgemmF32Ukernel::run, M rows in register blocks as qgemm_f32 walks them (per tile of MC
 /// rows, blocks of MR rows, the tile's last one of the rest): the block of rows [m, m + Rows) at m *
 /// groups * (GroupSize + 1) floats, laid out by pack_x_block<Rows> (block()). x_sum: M rows of `groups`
-/// group sums. Blocks split over threads, blocks_per_range at a time. The buffer is the calling thread's, kept between calls up to
-/// retained_bytes (allocated per call, its first touch cost 2 to 7 % of the GEMM at M = 256 and 512 in
-/// page faults; benchmarks/README.md) and released at the end of a call that needed more.
+/// group sums. Blocks split over threads, blocks_per_range at a time. The buffer is the calling thread's, kept between
+/// calls up to retained_bytes (allocated per call, its first touch cost 2 to 7 % of the GEMM at M = 256 and 512 in page
+/// faults; benchmarks/README.md) and released at the end of a call that needed more.
 template <class Arch, int GroupSize>
 class PackedX {
 public:
@@ -88,8 +88,8 @@ public:
                     constexpr int Rows = decltype(count)::value;
                     if constexpr (Rows > 0)
                         if (rows == Rows)
-                            pack_x_block<Arch, GroupSize, Rows>(x + m * x_stride, x_stride, x_sum + m * groups,
-                                                                groups, floats_.data() + m * groups * (GroupSize + 1));
+                            pack_x_block<Arch, GroupSize, Rows>(x + m * x_stride, x_stride, x_sum + m * groups, groups,
+                                                                floats_.data() + m * groups * (GroupSize + 1));
                 });
             }
         });
