@@ -222,6 +222,11 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
 
     CHECK(lowbit::load_mlx_linear(file, "p", 32, 4).input_dims() == 64);
     CHECK(lowbit::load_mlx_linear(file, "p", 32, 4).group_size() == 32);
+    CHECK(std::string(lowbit::load_mlx_linear(file, "p", 32, 4, "affine").mode()) == "affine");
+    CHECK(lowbit::load_mlx_linear_as<lowbit::MlxAffine<32, 4>>(file, "p").weight().scales == RowMatrixXf::Ones(4, 2));
+    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 32, 4, "mxfp4"),
+                      ContainsSubstring("mode = mxfp4, group_size = 32, bits = 4 is not a supported format") &&
+                          ContainsSubstring("affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {
         try {
             call();

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -59,6 +61,15 @@ void check_int8_gemm(std::uint64_t salt) {
                         ternary::kernels::ternary_matmul_int8<Ops>(layer.view(), panels, act, actual.data(), N);
                         CHECK(lowbit::test::first_matrix_difference(actual, expected) == -1);
                     }
+}
+
+/// Output rows per int8 panel of Ops (32 for the reference, which has no panels).
+template <class Ops>
+constexpr Index panel_rows() {
+    if constexpr (std::is_void_v<Ops>)
+        return 32;
+    else
+        return lowbit::detail::kernels::Int8TileShape<Ops>::columns;
 }
 
 }  // namespace
@@ -214,6 +225,41 @@ TEST_CASE("Ternary matmul: several thread ranges give the one-thread bits", "[te
             CHECK(lowbit::test::first_matrix_difference(one_thread, expected) == -1);
             CHECK(lowbit::test::first_matrix_difference(two_threads, expected) == -1);
         }
+}
+
+TEST_CASE("Ternary matmul: panel counts around the threads' ranges, and concurrent first forwards",
+          "[ternary][kernels][threads]") {
+    // The panels are split over threads one panel (NR output rows) per task and the activation blocks
+    // (MR rows) likewise: N around one, two and three panels, M around one and two blocks, at 1 to 4
+    // threads, give the reference's bits. Two threads calling one fresh layer build its panels once.
+    auto rng = lowbit::test::make_rng(1545);
+    constexpr Index NR = panel_rows<lowbit::detail::dispatch_int8_ops>();
+    const Index K = 320;
+    for (const bool per_tensor : {true, false})
+        for (const Index N : {NR - 1, NR, NR + 1, 2 * NR + 1, 3 * NR})
+            for (const Index M : {Index{1}, Index{5}, Index{7}, Index{13}}) {
+                const lowbit::RowMatrixXf w = lowbit::test::random_weights(rng, N, K);
+                const lowbit::TernaryLinear layer(per_tensor ? lowbit::quantize_ternary_per_tensor(w)
+                                                             : lowbit::quantize_ternary(w, 64));
+                const lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, M, K);
+                const auto act =
+                    ternary::prepare_activations(x.data(), K, M, K, TernaryFormat::i2, !per_tensor, "test");
+                lowbit::RowMatrixXf expected(M, N);
+                ternary::reference::ternary_matmul(layer.view(), act, expected.data(), N);
+                INFO("per_tensor " << per_tensor << ", N " << N << ", M " << M);
+                for (const int threads : {1, 2, 3, 4}) {
+                    const lowbit::test::ThreadCountGuard guard(threads);
+                    INFO("threads " << threads);
+                    CHECK(lowbit::test::first_matrix_difference(layer.forward(x), expected) == -1);
+                }
+                const lowbit::TernaryLinear fresh(layer.ternary_weights());
+                lowbit::RowMatrixXf first, second;
+                std::thread other([&] { first = fresh.forward(x); });
+                second = fresh.forward(x);
+                other.join();
+                CHECK(lowbit::test::first_matrix_difference(first, expected) == -1);
+                CHECK(lowbit::test::first_matrix_difference(second, expected) == -1);
+            }
 }
 
 TEST_CASE("Ternary matmul: the kernel path is recorded", "[ternary][kernels]") {

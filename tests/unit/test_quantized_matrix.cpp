@@ -7,6 +7,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -239,4 +242,50 @@ TEST_CASE("quantize and dequantize reject bad input", "[quantize][errors]") {
         CHECK_THROWS_AS(lowbit::dequantize(bad), std::invalid_argument);
         CHECK_THROWS_AS((lowbit::dequantize(lowbit::QuantizedMatrix<64, 4>{})), std::invalid_argument);
     }
+}
+
+TEST_CASE("The format list: supported formats, their text and the dispatch on mode, group size and bits",
+          "[quantize][formats]") {
+    CHECK(lowbit::is_supported_format("affine", 64, 4));
+    CHECK(lowbit::is_supported_format("affine", 128, 8));
+    CHECK_FALSE(lowbit::is_supported_format("affine", 64, 7));
+    CHECK_FALSE(lowbit::is_supported_format("affine", 16, 4));
+    CHECK_FALSE(lowbit::is_supported_format("mxfp4", 32, 4));
+    static_assert(lowbit::is_supported_format("affine", 32, 3), "usable in constant expressions");
+    CHECK(lowbit::supported_formats_text() == "affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})");
+    int formats = 0;
+    lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        const auto [group, bits] = lowbit::dispatch_format(Format::mode, Format::group_size, Format::bits,
+                                                           []<class Found>(std::type_identity<Found>) {
+                                                               return std::pair{Found::group_size, Found::bits};
+                                                           });
+        CHECK(group == Format::group_size);
+        CHECK(bits == Format::bits);
+        ++formats;
+    });
+    CHECK(formats == static_cast<int>(std::tuple_size_v<lowbit::QuantizedFormats>));
+    CHECK_THROWS_WITH(lowbit::dispatch_format("affine", 64, 7, [](auto) {}),
+                      ContainsSubstring("mode = affine, group_size = 64, bits = 7 is not a supported format"));
+    CHECK_THROWS_WITH(lowbit::dispatch_format("nvfp4", 16, 4, [](auto) {}), ContainsSubstring("mode = nvfp4"));
+}
+
+TEST_CASE("quantize<Format> is quantize<GroupSize, Bits>, and view() describes the matrix", "[quantize][formats]") {
+    auto rng = lowbit::test::make_rng(7100);
+    const RowMatrixXf w = lowbit::test::random_weights(rng, 5, 96);
+    const auto by_format = lowbit::quantize<lowbit::MlxAffine<32, 3>>(w);
+    const auto by_pair = lowbit::quantize<32, 3>(w);
+    CHECK(by_format.codes == by_pair.codes);
+    CHECK(by_format.scales == by_pair.scales);
+    CHECK(by_format.biases == by_pair.biases);
+    CHECK_THROWS_WITH((lowbit::quantize<lowbit::MlxAffine<32, 3>>(RowMatrixXf::Zero(2, 40))),
+                      ContainsSubstring("in = 40 is not a multiple of GroupSize = 32"));
+    const auto view = by_format.view();
+    CHECK(view.rows() == 5);
+    CHECK(view.cols() == 96);
+    CHECK(view.groups_per_row() == 3);
+    CHECK(view.codes.data() == by_format.codes.data());
+    CHECK(view.codes.stride() == 9);  // 96 codes of 3 bits: 9 words a row
+    CHECK(&view.codes(4, 8) == &by_format.codes(4, 8));
+    CHECK(&view.scales(4, 2) == &by_format.scales(4, 2));
+    CHECK(&view.biases(4, 2) == &by_format.biases(4, 2));
 }

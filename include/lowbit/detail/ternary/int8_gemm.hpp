@@ -100,8 +100,10 @@ struct TernaryInt8Epilogue {
     /// out[c] = fma(p, a[m], bias[n0 + c]) for the tile row's p.
     void store(const float* tile_row, Eigen::Index columns, Eigen::Index m, Eigen::Index n0, float* out) const {
         const float scale = a[m];
-        for (Eigen::Index c = 0; c < columns; ++c)
-            out[c] = std::fma(tile_row[c], scale, bias != nullptr ? bias[n0 + c] : 0.0f);
+        if (bias == nullptr)
+            for (Eigen::Index c = 0; c < columns; ++c) out[c] = std::fma(tile_row[c], scale, 0.0f);
+        else
+            for (Eigen::Index c = 0; c < columns; ++c) out[c] = std::fma(tile_row[c], scale, bias[n0 + c]);
     }
 };
 
@@ -109,9 +111,10 @@ struct TernaryInt8Epilogue {
 /// NR rows per panel, with gamma in the records' slot in per-group mode; threads over panels.
 template <class Ops, int NR>
 Int8WeightPanels pack_ternary_panels(const PackedTernaryView& w) {
-    const Eigen::Index K = panel_cols(w.cols), words = K / 16, groups = K / panel_group;
-    const int slots = w.per_tensor ? 0 : 1;
-    const Eigen::Index record_units = Eigen::Index{panel_group / 16 + slots} * NR;
+    using group_layout = detail::kernels::Int8PanelLayout<panel_group, panel_bits, 1>;
+    using tensor_layout = detail::kernels::Int8PanelLayout<panel_group, panel_bits, 0>;
+    const Eigen::Index K = panel_cols(w.cols), words = tensor_layout::words(K), groups = K / panel_group;
+    const Eigen::Index record_units = w.per_tensor ? tensor_layout::record_units(NR) : group_layout::record_units(NR);
     Int8WeightPanels all;
     all.columns = NR;
     all.panels = (w.rows + NR - 1) / NR;
@@ -119,7 +122,9 @@ Int8WeightPanels pack_ternary_panels(const PackedTernaryView& w) {
     all.units.resize(static_cast<std::size_t>(all.panels * all.panel_units));
     parallel_for(static_cast<std::size_t>(all.panels), 1, [&](std::size_t begin, std::size_t end) {
         std::vector<std::uint32_t> row_words(static_cast<std::size_t>(NR * words));
-        std::vector<std::uint8_t> digits(static_cast<std::size_t>(padded_cols(w.format, w.cols)));
+        // The packed rows' own padding holds u = 1; the panels' holds u = 0 (against zero activations
+        // either is exact), so the digits past w.cols are zeroed once.
+        std::vector<std::uint8_t> digits(static_cast<std::size_t>(padded_cols(w.format, w.cols)), 0);
         for (auto p = static_cast<Eigen::Index>(begin); p < static_cast<Eigen::Index>(end); ++p) {
             const Eigen::Index n0 = p * NR, rows = std::min<Eigen::Index>(NR, w.rows - n0);
             const std::uint8_t* code_rows[NR];
@@ -128,23 +133,22 @@ Int8WeightPanels pack_ternary_panels(const PackedTernaryView& w) {
                 std::uint32_t* out = row_words.data() + r * words;
                 const std::uint8_t* packed = w.codes + (n0 + r) * w.row_bytes;
                 unpack_row_digits(w.format, packed, w.cols, digits.data());
+                std::fill(digits.begin() + w.cols, digits.end(), std::uint8_t{0});
                 for (Eigen::Index word = 0; word < words; ++word) {
                     std::uint32_t bits = 0;
-                    for (int i = 0; i < 16; ++i) {
-                        const Eigen::Index k = word * 16 + i;
-                        if (k < w.cols)
-                            bits |= static_cast<std::uint32_t>(digits[static_cast<std::size_t>(k)]) << (2 * i);
-                    }
+                    for (int i = 0; i < 16; ++i)
+                        bits |= static_cast<std::uint32_t>(digits[static_cast<std::size_t>(word * 16 + i)]) << (2 * i);
                     out[word] = bits;
                 }
                 code_rows[r] = reinterpret_cast<const std::uint8_t*>(out);
                 if (!w.per_tensor) scale_rows[r] = reinterpret_cast<const std::uint8_t*>(w.scales + (n0 + r) * groups);
             }
             std::uint32_t* panel = all.units.data() + p * all.panel_units;
-            transpose_to_panel_int8<Ops, NR>(code_rows, rows, words, panel_group / 16, record_units, panel);
+            transpose_to_panel_int8<Ops, NR>(code_rows, rows, words, tensor_layout::words_per_group, record_units,
+                                             panel);
             if (!w.per_tensor)
                 transpose_to_panel_int8<Ops, NR>(scale_rows, rows, groups, 1, record_units,
-                                                 panel + Eigen::Index{panel_group / 16} * NR);
+                                                 panel + group_layout::scales_offset(NR));
         }
     });
     return all;

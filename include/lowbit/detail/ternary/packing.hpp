@@ -109,15 +109,10 @@ inline void unpack_row_digits(TernaryFormat format, const std::uint8_t* row, Eig
     for (Eigen::Index c = 0; c < chunks(format, K); ++c) {
         std::uint8_t* chunk = digits + c * chunk_codes(format);
         for (int j = 0; j < chunk_bytes; ++j) {
-            unsigned t = row[c * chunk_bytes + j];
-            for (int s = 0; s < S; ++s) {
-                if (format == TernaryFormat::i2) {
-                    chunk[s * chunk_bytes + j] = static_cast<std::uint8_t>((t >> (2 * s)) & 3u);
-                } else {
-                    chunk[s * chunk_bytes + j] = static_cast<std::uint8_t>((3u * t) >> 8);  // tq1_digit's steps
-                    t = (3u * t) & 0xFFu;
-                }
-            }
+            const std::uint8_t byte = row[c * chunk_bytes + j];
+            for (int s = 0; s < S; ++s)
+                chunk[s * chunk_bytes + j] =
+                    static_cast<std::uint8_t>(format == TernaryFormat::i2 ? (byte >> (2 * s)) & 3 : tq1_digit(byte, s));
         }
     }
 }
