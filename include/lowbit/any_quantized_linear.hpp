@@ -17,6 +17,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -59,15 +60,17 @@ public:
     template <class Format>
     AnyQuantizedLinear(QuantizedLinearOf<Format> layer) : layer_(std::move(layer)) {}  // NOLINT: implicit on purpose
 
-    /// Quantizes linear.weight with group_size and bits (MLX's from_linear). Throws std::invalid_argument
-    /// for an unsupported pair or a weight QuantizedLinear::from_linear refuses. A template (LinearLayer
-    /// is always Linear) only so that the 18 formats' quantizers are compiled where it is called, not in
-    /// every translation unit that includes this header.
+    /// Quantizes linear.weight in the format of this mode, group size and bits (MLX's
+    /// `nn.QuantizedLinear.from_linear(linear, group_size, bits, mode)`). Throws std::invalid_argument
+    /// for an unsupported format (naming it and the supported ones) or a weight the typed layer's
+    /// from_linear refuses. A template (LinearLayer is always Linear) only so that every format's
+    /// quantizer is compiled where it is called, not in every translation unit that includes this header.
     template <class LinearLayer = Linear>
         requires std::same_as<LinearLayer, Linear>
-    static AnyQuantizedLinear from_linear(const LinearLayer& linear, int group_size, int bits) {
-        return dispatch_quantization(group_size, bits, [&]<class Layer>(std::type_identity<Layer>) {
-            return AnyQuantizedLinear(Layer::from_linear(linear));
+    static AnyQuantizedLinear from_linear(const LinearLayer& linear, int group_size, int bits,
+                                          std::string_view mode = "affine") {
+        return dispatch_format(mode, group_size, bits, [&]<class Format>(std::type_identity<Format>) {
+            return AnyQuantizedLinear(QuantizedLinearOf<Format>::from_linear(linear));
         });
     }
 

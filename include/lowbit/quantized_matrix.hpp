@@ -228,25 +228,32 @@ QuantizedMatrixOf<Format> quantize(const Eigen::MatrixBase<Derived>& w) {
     return detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::quantize", w);
 }
 
-/// The float matrix [rows, cols] that q stands for: w = s * q + b per group, computed as fl(fl(s*q) + b)
-/// (no fused multiply-add, so MLX's CPU values are reproduced). Throws std::invalid_argument for
-/// inconsistent or empty parts.
-template <int GroupSize, int Bits>
-RowMatrixXf dequantize(const QuantizedMatrix<GroupSize, Bits>& q) {
+/// The float matrix [rows, cols] that q stands for, by its format's rule (for MLX affine w = s * q + b
+/// per group, computed as fl(fl(s*q) + b): no fused multiply-add, so MLX's CPU values are
+/// reproduced). Throws std::invalid_argument for inconsistent or empty parts.
+template <class Format>
+RowMatrixXf dequantize(const QuantizedMatrixOf<Format>& q) {
     q.check_shapes("lowbit::dequantize");
+    constexpr int group_size = Format::group_size;
     const Eigen::Index rows = q.rows(), cols = q.cols();
     RowMatrixXf w(rows, cols);
     detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
                          [&](std::size_t begin, std::size_t end) {
-        std::vector<float> codes(static_cast<std::size_t>(cols));
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
+        std::vector<float> products(static_cast<std::size_t>(cols));
         for (std::size_t r = begin; r < end; ++r) {
             const auto row = static_cast<Eigen::Index>(r);
-            detail::kernels::unpack_codes<Bits>(&q.codes(row, 0), static_cast<std::size_t>(cols), codes.data());
+            detail::kernels::unpack_codes<Format::bits>(&q.codes(row, 0), static_cast<std::size_t>(cols), codes.data());
             // Two passes on purpose: the product is stored before the bias is added, so no compiler
             // contraction setting can fuse them into an fma (MLX's CPU values are the unfused ones).
-            for (Eigen::Index c = 0; c < cols; ++c) codes[static_cast<std::size_t>(c)] *= q.scales(row, c / GroupSize);
             for (Eigen::Index c = 0; c < cols; ++c)
-                w(row, c) = codes[static_cast<std::size_t>(c)] + q.biases(row, c / GroupSize);
+                products[static_cast<std::size_t>(c)] = Format::group_scale(q.scales(row, c / group_size)) *
+                                                        static_cast<float>(Format::level(codes[static_cast<std::size_t>(c)]));
+            for (Eigen::Index c = 0; c < cols; ++c) {
+                float value = products[static_cast<std::size_t>(c)];
+                if constexpr (Format::has_biases) value += q.biases(row, c / group_size);
+                w(row, c) = value;
+            }
         }
     });
     return w;

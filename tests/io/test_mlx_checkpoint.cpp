@@ -6,14 +6,19 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
+#include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <lowbit/io.hpp>
 
 #include "io/io_support.hpp"
+#include "support/formats.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -104,22 +109,23 @@ TEST_CASE("AnyQuantizedLinear covers every supported format and forwards like th
     const lowbit::Linear linear{random_matrix(rng, 8, 256), Eigen::VectorXf::Random(8)};
     const RowMatrixXf x = random_matrix(rng, 3, 256);
     int formats = 0;
-    for (const int group_size : {32, 64, 128})
-        for (const int bits : {2, 3, 4, 5, 6, 8}) {
-            INFO("group_size " << group_size << ", bits " << bits);
-            const auto layer = AnyQuantizedLinear::from_linear(linear, group_size, bits);
-            CHECK(layer.group_size() == group_size);
-            CHECK(layer.bits() == bits);
-            CHECK(layer.input_dims() == 256);
-            CHECK(layer.output_dims() == 8);
-            std::visit([&](const auto& typed) {
-                CHECK(layer.forward(x) == typed.forward(x));
-                CHECK(layer.forward(x, Activations::f32) == typed.forward(x));
-                CHECK(layer.forward(x, Activations::int8) == typed.forward(x, Activations::int8));
-            }, layer.variant());
-            ++formats;
-        }
-    CHECK(formats == 18);
+    lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        INFO(lowbit::test::format_text<Format>());
+        const auto layer = AnyQuantizedLinear::from_linear(linear, Format::group_size, Format::bits, Format::mode);
+        CHECK(std::string(layer.mode()) == Format::mode);
+        CHECK(layer.group_size() == Format::group_size);
+        CHECK(layer.bits() == Format::bits);
+        CHECK(layer.input_dims() == 256);
+        CHECK(layer.output_dims() == 8);
+        CHECK(std::holds_alternative<lowbit::QuantizedLinearOf<Format>>(layer.variant()));
+        std::visit([&](const auto& typed) {
+            CHECK(layer.forward(x) == typed.forward(x));
+            CHECK(layer.forward(x, Activations::f32) == typed.forward(x));
+            CHECK(layer.forward(x, Activations::int8) == typed.forward(x, Activations::int8));
+        }, layer.variant());
+        ++formats;
+    });
+    CHECK(formats == static_cast<int>(std::tuple_size_v<lowbit::QuantizedFormats>));
     const auto layer = AnyQuantizedLinear::from_linear(linear, 64, 4);
     CHECK(layer.get_if<64, 4>() != nullptr);
     CHECK(layer.get_if<32, 4>() == nullptr);
@@ -132,32 +138,33 @@ TEST_CASE("AnyQuantizedLinear covers every supported format and forwards like th
     CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 16, 4), ContainsSubstring("group_size = 16"));
 }
 
-TEST_CASE("save_mlx_linear -> load_mlx_linear keeps the layer, and saving again writes the same bytes", "[io]") {
-    auto rng = lowbit::test::make_rng(303);
+TEMPLATE_LIST_TEST_CASE("save_mlx_linear -> load_mlx_linear keeps the layer, and saving again writes the same bytes",
+                        "[io]", lowbit::QuantizedFormats) {
+    auto rng = lowbit::test::make_rng(303 + 1000 * lowbit::detail::format_index_v<TestType>);
     lowbit::test::TempDir dir;
-    for (const Dtype dtype : {Dtype::f32, Dtype::f16, Dtype::bf16})
-        for (const int group_size : {32, 64, 128})
-            for (const int bits : {2, 3, 4, 5, 6, 8}) {
-                INFO("dtype " << lowbit::dtype_name(dtype) << ", group_size " << group_size << ", bits " << bits);
-                const lowbit::Linear linear{random_matrix(rng, 5, 128), Eigen::VectorXf::Random(5)};
-                const auto layer = AnyQuantizedLinear::from_linear(linear, group_size, bits);
-                SafetensorsWriter first;
-                lowbit::save_mlx_linear(first, "model.proj", layer, dtype);
-                first.write(dir / "first.safetensors");
+    constexpr int group_size = TestType::group_size, bits = TestType::bits;
+    for (const Dtype dtype : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+        INFO("dtype " << lowbit::dtype_name(dtype) << ", " << lowbit::test::format_text<TestType>());
+        const lowbit::Linear linear{random_matrix(rng, 5, 128), Eigen::VectorXf::Random(5)};
+        const AnyQuantizedLinear layer = lowbit::QuantizedLinearOf<TestType>::from_linear(linear);
+        SafetensorsWriter first;
+        lowbit::save_mlx_linear(first, "model.proj", layer, dtype);
+        first.write(dir / "first.safetensors");
 
-                const auto file = SafetensorsFile::open(dir / "first.safetensors");
-                CHECK(file.tensor("model.proj.weight").dtype == Dtype::u32);
-                CHECK(file.tensor("model.proj.scales").dtype == dtype);
-                CHECK(file.tensor("model.proj.bias").dtype == dtype);
-                const auto loaded = lowbit::load_mlx_linear(file, "model.proj", group_size, bits);
-                CHECK(loaded.group_size() == group_size);
-                CHECK(loaded.bits() == bits);
-                if (dtype == Dtype::f32) CHECK(loaded.forward(linear.weight) == layer.forward(linear.weight));
+        const auto file = SafetensorsFile::open(dir / "first.safetensors");
+        CHECK(file.tensor("model.proj.weight").dtype == Dtype::u32);
+        CHECK(file.tensor("model.proj.scales").dtype == dtype);
+        CHECK(file.tensor("model.proj.bias").dtype == dtype);
+        const auto loaded = lowbit::load_mlx_linear(file, "model.proj", group_size, bits, TestType::mode);
+        CHECK(std::string(loaded.mode()) == TestType::mode);
+        CHECK(loaded.group_size() == group_size);
+        CHECK(loaded.bits() == bits);
+        if (dtype == Dtype::f32) CHECK(loaded.forward(linear.weight) == layer.forward(linear.weight));
 
-                SafetensorsWriter second;
-                lowbit::save_mlx_linear(second, "model.proj", loaded, dtype);
-                CHECK(second.to_bytes() == lowbit::test::read_file(dir / "first.safetensors"));
-            }
+        SafetensorsWriter second;
+        lowbit::save_mlx_linear(second, "model.proj", loaded, dtype);
+        CHECK(second.to_bytes() == lowbit::test::read_file(dir / "first.safetensors"));
+    }
 }
 
 TEST_CASE("an MLX-style file with arbitrary f16 / bf16 scales round-trips byte for byte", "[io]") {

@@ -1,7 +1,8 @@
 // The int8-activation matmul (docs/numerics.md N11, Activations::int8): the SIMD kernels (this build's
 // detail::dispatch_int8_ops: the row-dot kernel of int8_gemv.hpp for a few rows, the panel GEMM of
 // int8_gemm.hpp from MlxAffineI8Kernels::gemm_rows on) against the scalar reference
-// (int8_matmul_reference.hpp) for every supported format, over M and N around the 4-row block of the
+// (int8_matmul_reference.hpp, through the format's compiled entry) for every format of
+// lowbit::QuantizedFormats, over M and N around the 4-row block of the
 // row-dot kernel, the row block (MR) and column panel (NR) of the GEMM and the ranges the drivers
 // slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails
 // and panels whose words are not a whole number of transposed blocks are read), a large K, and odd
@@ -29,7 +30,9 @@
 #include <lowbit/detail/dispatch/mlx_affine.hpp>
 #include <lowbit/detail/mlx_affine/int8_matmul_reference.hpp>
 #include <lowbit/detail/mlx_affine/packing_reference.hpp>
+#include <lowbit/formats/formats.hpp>
 
+#include "support/formats.hpp"
 #include "support/random.hpp"
 #include "support/tolerance.hpp"
 
@@ -42,12 +45,14 @@ namespace detail = lowbit::detail;
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
 
-/// Per output: sum_g (|p_g| + |b| sum|x|) (for int8_kernel_tolerance) and sum_g |s| a sum q (for the
-/// activation bound), from the reference quantizer.
-template <int GroupSize, int Bits>
+/// Per output: sum_g (|p_g| + |b| sum|x|) (for int8_kernel_tolerance) and sum_g |s| a sum |q| (for
+/// the activation bound), from the reference quantizer; q is a code's level and s the group's scale
+/// by the format's own rule (Format::level, Format::group_scale).
+template <class Format>
 struct Terms {
     std::vector<double> abs_terms, abs_quantization;
-    Terms(const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q) {
+    Terms(const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrixOf<Format>& q) {
+        constexpr int GroupSize = Format::group_size;
         const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
         abs_terms.assign(static_cast<std::size_t>(M * N), 0.0);
         abs_quantization.assign(static_cast<std::size_t>(M * N), 0.0);
@@ -57,16 +62,18 @@ struct Terms {
         for (Index m = 0; m < M; ++m) {
             detail::reference::quantize_activations_int8<GroupSize>(x + m * x_stride, K, xq.data(), a.data());
             for (Index n = 0; n < N; ++n) {
-                detail::reference::unpack_codes<Bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
+                detail::reference::unpack_codes<Format::bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
                 double terms = 0.0, quantization = 0.0;
                 for (Index g = 0; g < groups; ++g) {
                     double isum = 0.0, code_sum = 0.0, x_abs = 0.0;
                     for (Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) {
-                        isum += double(codes[std::size_t(k)]) * double(xq[std::size_t(k)]);
-                        code_sum += codes[std::size_t(k)];
+                        const double level = Format::level(codes[std::size_t(k)]);
+                        isum += level * double(xq[std::size_t(k)]);
+                        code_sum += std::fabs(level);
                         x_abs += std::fabs(double(x[m * x_stride + k]));
                     }
-                    const double s = q.scales(n, g), b = q.biases(n, g), scale = a[std::size_t(g)];
+                    const double s = Format::group_scale(q.scales(n, g)), b = lowbit::test::group_bias(q, n, g);
+                    const double scale = a[std::size_t(g)];
                     terms += std::fabs(s * scale * isum) + std::fabs(b) * x_abs;
                     quantization += std::fabs(s) * scale * code_sum;
                 }
@@ -82,8 +89,8 @@ struct Terms {
 /// them) and checked bit for bit against the per-call panel GEMM, whose tiles it shares.
 enum class Int8Runner { dispatch, row_dot_kernel, panel_gemm_kernel, layer_panels };
 
-template <int GroupSize, int Bits>
-void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrix<GroupSize, Bits>& q,
+template <class Format>
+void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const lowbit::QuantizedMatrixOf<Format>& q,
               float* out, Index out_stride) {
     // One kernel for any M through the dispatch entry (compiled once for the suite: format_instances.hpp).
     if (runner == Int8Runner::layer_panels) {
@@ -94,14 +101,12 @@ void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const 
         detail::quantized_matmul_int8(x, x_stride, M, q.view(), out, out_stride, detail::MatmulKernel::automatic,
                                       &panels);
         CHECK(std::equal(first.begin(), first.end(), out));
-        using table = detail::MlxAffineI8Kernels<GroupSize, Bits, detail::dispatch_int8_ops>;
-        if constexpr (table::prepacked) {
-            CHECK(panels.panels.columns == detail::kernels::Int8TileShape<typename table::ops>::columns);
+        // A format that keeps panels (MLX affine: 2, 4 and 8 bits, this build's column count: the test
+        // below) runs the per-call GEMM's tiles on them.
+        if (panels.panels.columns != 0) {
             detail::quantized_matmul_int8(x, x_stride, M, q.view(), per_call.data(), out_stride,
                                           detail::MatmulKernel::gemm);
             CHECK(std::equal(per_call.begin(), per_call.end(), out));
-        } else {
-            CHECK(panels.panels.columns == 0);
         }
         return;
     }
@@ -113,18 +118,20 @@ void run_int8(Int8Runner runner, const float* x, Index x_stride, Index M, const 
 
 /// Runs the int8 matmul (dispatched, or one kernel directly) and the reference on the same strided x
 /// and out; checks every output within int8_kernel_tolerance and the padding untouched.
-template <int GroupSize, int Bits>
+template <class Format>
 void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, Index x_padding, Index out_padding,
                              Int8Runner runner = Int8Runner::dispatch) {
     INFO("M = " << M << ", N = " << N << ", K = " << K << ", x stride +" << x_padding << ", out stride +" << out_padding
                 << ", runner " << int(runner));
-    const auto q = lowbit::quantize<GroupSize, Bits>(lowbit::test::random_weights(rng, N, K));
+    constexpr int GroupSize = Format::group_size;
+    const auto q = lowbit::quantize<Format>(lowbit::test::random_weights(rng, N, K));
     const Index x_stride = K + x_padding, out_stride = N + out_padding;
     const auto x = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * x_stride), -1.0f, 1.0f);
     std::vector<float> out(static_cast<std::size_t>(M * out_stride), sentinel), expected(out);
     run_int8(runner, x.data(), x_stride, M, q, out.data(), out_stride);
-    detail::reference::quantized_matmul_int8(x.data(), x_stride, M, q.view(), expected.data(), out_stride);
-    const Terms<GroupSize, Bits> terms(x.data(), x_stride, M, q);
+    detail::quantized_matmul_int8(x.data(), x_stride, M, q.view(), expected.data(), out_stride,
+                                  detail::MatmulKernel::reference);
+    const Terms<Format> terms(x.data(), x_stride, M, q);
     const auto groups = static_cast<std::size_t>(K / GroupSize);
     int failures = 0;
     for (Index m = 0; m < M; ++m) {
@@ -143,24 +150,24 @@ void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, In
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", lowbit::MlxAffineFormats) {
+TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A80 + G * 16 + B);
     // The kernels take 4 activation rows at a time (1..3 at the end) and merge groups in blocks of
     // 16 (AVX-512) or 8 (AVX2) lanes; rows of codes are read in 64- or 32-byte chunks with a tail.
     for (const Index M : {1, 2, 3, 4, 5, 7, 8, 9})
         for (const Index N : {1, 3, 17})
-            for (const Index groups : {1, 2, 3, 4}) check_against_reference<G, B>(rng, M, N, groups * G, M % 2, N % 3);
-    for (const Index groups : {8, 9, 16, 17, 33}) check_against_reference<G, B>(rng, 5, 6, groups * G, 3, 1);
-    check_against_reference<G, B>(rng, 1, 40, 4096, 0, 0);  // large K, GEMV
-    check_against_reference<G, B>(rng, 6, 9, 4096, 5, 2);   // large K, GEMM with a 2-row tail
+            for (const Index groups : {1, 2, 3, 4}) check_against_reference<TestType>(rng, M, N, groups * G, M % 2, N % 3);
+    for (const Index groups : {8, 9, 16, 17, 33}) check_against_reference<TestType>(rng, 5, 6, groups * G, 3, 1);
+    check_against_reference<TestType>(rng, 1, 40, 4096, 0, 0);  // large K, GEMV
+    check_against_reference<TestType>(rng, 6, 9, 4096, 5, 2);   // large K, GEMM with a 2-row tail
     // More output rows than one slice of the driver (8 KiB of codes) and one thread range.
-    check_against_reference<G, B>(rng, 3, 300, 512, 1, 0);
-    check_against_reference<G, B>(rng, 13, 300, 512, 1, 0);  // the GEMM: 10 panels of 32 columns, 3 row blocks
+    check_against_reference<TestType>(rng, 3, 300, 512, 1, 0);
+    check_against_reference<TestType>(rng, 13, 300, 512, 1, 0);  // the GEMM: 10 panels of 32 columns, 3 row blocks
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column panel", "[int8][kernels][N11]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A85 + G * 16 + B);
     // Row blocks of MR = 6 (AVX-512) or 4 (AVX2) rows, split evenly; panels of 32 or 8 columns, whose
@@ -170,14 +177,14 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column 
     for (const Index M : {1, 3, 4, 5, 6, 7, 11, 12, 13, 25})
         for (const Index N : {7, 8, 9, 15, 16, 17, 31, 32, 33, 65})
             for (const Index groups : {1, 3, 8})
-                check_against_reference<G, B>(rng, M, N, groups * G, N % 2, M % 3, Int8Runner::panel_gemm_kernel);
+                check_against_reference<TestType>(rng, M, N, groups * G, N % 2, M % 3, Int8Runner::panel_gemm_kernel);
     // The row-dot kernel directly past the rows the dispatch gives it; the dispatch on both sides of the threshold.
-    for (const Index M : {4, 5, 9, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2, Int8Runner::row_dot_kernel);
-    for (const Index M : {11, 12, 13}) check_against_reference<G, B>(rng, M, 33, 5 * G, 1, 2);
+    for (const Index M : {4, 5, 9, 12, 13}) check_against_reference<TestType>(rng, M, 33, 5 * G, 1, 2, Int8Runner::row_dot_kernel);
+    for (const Index M : {11, 12, 13}) check_against_reference<TestType>(rng, M, 33, 5 * G, 1, 2);
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once", "[int8][kernels][N11]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
     // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
@@ -185,14 +192,28 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the pa
     for (const Index M : {1, 2, 5, 8, 13})
         for (const Index N : {7, 32, 33, 65})
             for (const Index groups : {1, 3})
-                check_against_reference<G, B>(rng, M, N, groups * G, M % 2, N % 3, Int8Runner::layer_panels);
-    check_against_reference<G, B>(rng, 3, 300, 512, 1, 0, Int8Runner::layer_panels);  // several panels per pass and thread
+                check_against_reference<TestType>(rng, M, N, groups * G, M % 2, N % 3, Int8Runner::layer_panels);
+    check_against_reference<TestType>(rng, 3, 300, 512, 1, 0, Int8Runner::layer_panels);  // several panels per pass and thread
     // One row walks two panels side by side, half the range apart (an odd last one alone): 10 and 7
     // panels over one or two threads; two rows one at a time.
     for (const Index M : {1, 2}) {
-        check_against_reference<G, B>(rng, M, 300, 512, 0, 1, Int8Runner::layer_panels);
-        check_against_reference<G, B>(rng, M, 200, 3 * G, 1, 0, Int8Runner::layer_panels);
+        check_against_reference<TestType>(rng, M, 300, 512, 0, 1, Int8Runner::layer_panels);
+        check_against_reference<TestType>(rng, M, 200, 3 * G, 1, 0, Int8Runner::layer_panels);
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("MLX affine layers of 2, 4 and 8 bits keep int8 panels of this build's width", "[int8][kernels][N11]",
+                        lowbit::MlxAffineFormats) {
+    constexpr int G = TestType::group_size, B = TestType::bits;
+    using table = detail::MlxAffineI8Kernels<G, B, detail::dispatch_int8_ops>;
+    auto rng = lowbit::test::make_rng(0x1A87 + G * 16 + B);
+    const auto q = lowbit::quantize<TestType>(lowbit::test::random_weights(rng, 9, 2 * G));
+    const auto x = lowbit::test::uniform_floats(rng, 2 * 2 * G, -1.0f, 1.0f);
+    std::vector<float> out(2 * 9);
+    detail::Int8PanelCache panels;
+    detail::quantized_matmul_int8(x.data(), 2 * G, 2, q.view(), out.data(), 9, detail::MatmulKernel::automatic, &panels);
+    if constexpr (table::prepacked) CHECK(panels.panels.columns == detail::kernels::Int8TileShape<typename table::ops>::columns);
+    else CHECK(panels.panels.columns == 0);
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",
@@ -232,19 +253,19 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inp
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A82 + G * 16 + B);
     for (const Index M : {1, 5}) {
         const Index N = 19, K = 8 * G;
-        const auto q = lowbit::quantize<G, B>(lowbit::test::random_weights(rng, N, K));
+        const auto q = lowbit::quantize<TestType>(lowbit::test::random_weights(rng, N, K));
         RowMatrixXf x(M, K);
         const auto values = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * K), -2.0f, 2.0f);
         std::copy(values.begin(), values.end(), x.data());
         x.row(0).segment(G, G).setZero();  // an all-zero group
         const RowMatrixXf y8 = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
         const RowMatrixXf y32 = lowbit::quantized_matmul(x, q);
-        const Terms<G, B> terms(x.data(), K, M, q);
+        const Terms<TestType> terms(x.data(), K, M, q);
         for (Index m = 0; m < M; ++m)
             for (Index n = 0; n < N; ++n) {
                 // |s q| + |b| per input, as in the f32 path's own bound (N10).
@@ -252,7 +273,8 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f3
                 const RowMatrixXf w = lowbit::dequantize(q);
                 for (Index k = 0; k < K; ++k)
                     abs_sum += std::fabs(double(x(m, k))) *
-                               (std::fabs(double(w(n, k)) - double(q.biases(n, k / G))) + std::fabs(double(q.biases(n, k / G))));
+                               (std::fabs(double(w(n, k)) - lowbit::test::group_bias(q, n, k / G)) +
+                                std::fabs(lowbit::test::group_bias(q, n, k / G)));
                 const double bound = lowbit::test::int8_activation_error_bound(terms.abs_quantization[std::size_t(m * N + n)]) +
                                      lowbit::test::dot_tolerance(std::size_t(K), abs_sum) +
                                      lowbit::test::int8_kernel_tolerance(std::size_t(K / G), G, terms.abs_terms[std::size_t(m * N + n)]);

@@ -55,6 +55,12 @@ struct MlxAffine {
     static constexpr std::uint32_t max_code = (std::uint32_t{1} << Bits) - 1;
     /// Codes never straddle two words (32 % Bits == 0): what the vector unpack paths need.
     static constexpr bool codes_in_whole_words = 32 % Bits == 0;
+
+    /// How a group dequantizes: w = fl(fl(group_scale(s) * level(q)) + b), b = 0 in a format without
+    /// biases. level is the integer a code stands for (what the int8 kernels multiply), group_scale
+    /// the float a stored scale stands for. For affine both are the identity.
+    static constexpr std::int32_t level(std::uint32_t code) noexcept { return static_cast<std::int32_t>(code); }
+    static constexpr float group_scale(scale_type scale) noexcept { return scale; }
 };
 
 namespace detail {

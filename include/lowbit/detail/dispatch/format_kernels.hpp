@@ -18,8 +18,8 @@
 
 #include "../gemm/int8_weight_panels.hpp"
 #include "../kernel_paths.hpp"
-#include "../mlx_affine/quantize.hpp"
 #include "../quantized_view.hpp"
+#include "../row_fault.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {

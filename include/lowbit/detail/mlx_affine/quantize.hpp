@@ -47,13 +47,6 @@ inline bool group_levels_finite(float scale, float bias) noexcept {
     return std::isfinite(scale) && std::isfinite(top) && std::isfinite(top + bias);
 }
 
-/// What quantizing one row found; the caller names the element or the group in its error.
-enum class RowFault {
-    none,                ///< every value and every group's levels finite
-    non_finite_value,    ///< a value is NaN or infinite: the outputs are unspecified
-    overflowing_levels,  ///< a group's levels are not all finite (group_levels_finite): the outputs are complete
-};
-
 namespace reference {
 
 /// Quantizes `count` finite values as one group: codes[i] = clamp(RNE((w - bias) / s), 0, n_bins).

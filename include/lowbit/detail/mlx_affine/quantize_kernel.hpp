@@ -42,6 +42,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "../row_fault.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
 #include "quantize.hpp"

@@ -1,0 +1,19 @@
+// RowFault: what a format's row quantizer (FormatKernels<Format>::quantize_row) found in one row. The
+// quantizer itself stays silent; its caller (quantize) names the element or the group in its error.
+#pragma once
+
+#include "config.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
+
+/// What quantizing one row found.
+enum class RowFault {
+    none,                ///< every value and every group's levels finite
+    non_finite_value,    ///< a value is NaN or infinite: the outputs are unspecified
+    overflowing_levels,  ///< a group's levels are not all finite (for MLX affine: group_levels_finite):
+                         ///< the outputs are complete
+};
+
+}  // namespace detail
+LOWBIT_END_NAMESPACE
