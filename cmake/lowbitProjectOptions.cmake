@@ -38,7 +38,7 @@ endfunction()
 # libraries get the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF
 # compiles them in each unit instead, which pays for a narrow build that multiplies in a few units (the
 # xsimd13 and tsan presets).
-option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels and row quantizers once for lowbit's tests and examples" ON)
+option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels and row quantizers once for lowbit's tests, examples and benchmark" ON)
 set(LOWBIT_INSTANCE_SHARDS 6 CACHE STRING "Object files the shared kernels are spread over")
 function(lowbit_shared_kernels target)
   if(NOT LOWBIT_SHARED_KERNELS)
