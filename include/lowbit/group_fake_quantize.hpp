@@ -38,7 +38,7 @@ public:
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& w) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,
                       "lowbit::GroupFakeQuantize::forward takes a float matrix");
-        return dequantize(detail::quantize_named<GroupSize, Bits>("lowbit::GroupFakeQuantize::forward", w));
+        return dequantize(detail::quantize_named<MlxAffine<GroupSize, Bits>>("lowbit::GroupFakeQuantize::forward", w));
     }
 
     /// Straight-through gradient with respect to w: grad itself, after checking it has w's shape.

@@ -38,9 +38,11 @@
 #include "detail/checks.hpp"
 #include "detail/dispatch/mlx_affine_quantize.hpp"
 #include "detail/mlx_affine/packing.hpp"
+#include "detail/mxfp4/quantize.hpp"
 #include "detail/quantized_view.hpp"
 #include "detail/threading/parallel.hpp"
 #include "formats/mlx_affine.hpp"
+#include "formats/mxfp4.hpp"
 #include "matrix_types.hpp"
 #include "rounding.hpp"
 
@@ -116,29 +118,39 @@ inline std::size_t rows_per_range(Eigen::Index cols) {
     return std::max<std::size_t>(1, std::size_t{1 << 16} / static_cast<std::size_t>(std::max<Eigen::Index>(cols, 1)));
 }
 
-/// quantize (below) with errors naming `function`, for the public entry points built on it.
-template <int GroupSize, int Bits, class Derived>
-QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
-    using Result = QuantizedMatrix<GroupSize, Bits>;
+/// quantize<Format> (below) with errors naming `function`, for the public entry points built on it.
+/// The format supplies, found by overload on FormatTag<Format>: quantize_row (one row, recorded),
+/// first_group_out_of_range (which group of a row its quantize_row reported as
+/// RowFault::group_out_of_range) and group_out_of_range_text (why, for the message).
+template <class Format, class Derived>
+QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+    constexpr int group_size = Format::group_size;
+    using Result = QuantizedMatrixOf<Format>;
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
     const Eigen::Index rows = weights.rows(), cols = weights.cols();
     if (rows == 0 || cols == 0)
         throw std::invalid_argument(std::string(function) + ": empty weight matrix (" + shape_text(rows, cols) + ")");
-    if (cols % GroupSize != 0)
+    if (cols % group_size != 0)
         throw std::invalid_argument(std::string(function) + ": in = " + std::to_string(cols) +
-                                    " is not a multiple of GroupSize = " + std::to_string(GroupSize));
+                                    " is not a multiple of GroupSize = " + std::to_string(group_size));
     Result result;
-    const Eigen::Index groups = cols / GroupSize;
-    result.codes.resize(rows, cols * Bits / 32);
+    const Eigen::Index groups = cols / group_size;
+    result.codes.resize(rows, cols * Format::bits / 32);
     result.scales.resize(rows, groups);
-    result.biases.resize(rows, groups);
+    if constexpr (Format::has_biases) result.biases.resize(rows, groups);
+    const auto biases_of = [&](Eigen::Index row) -> float* {
+        if constexpr (Format::has_biases)
+            return &result.biases(row, 0);
+        else
+            return nullptr;
+    };
     // Faults are collected per range and the first in row-major order is reported after the pass, so the
-    // message does not depend on thread timing: a NaN/Inf anywhere first, then a group whose levels
-    // overflow. Indices are row * groups + group; npos means none.
+    // message does not depend on thread timing: a NaN/Inf anywhere first, then a group out of the
+    // format's range. Indices are row * groups + group; npos means none.
     constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
     struct Faults {
         std::size_t non_finite_group = none;
-        std::size_t overflowing_group = none;
+        std::size_t out_of_range_group = none;
     };
     const Faults faults = parallel_reduce(
         static_cast<std::size_t>(rows), rows_per_range(cols), Faults{},
@@ -149,57 +161,54 @@ QuantizedMatrix<GroupSize, Bits> quantize_named(const char* function, const Eige
                 const auto row = static_cast<Eigen::Index>(r);
                 const float* values = weights.data() + row * weights.outerStride();
                 const std::size_t first_index = r * static_cast<std::size_t>(groups);
-                const RowFault fault = quantize_row<GroupSize, Bits>(
-                    values, static_cast<std::size_t>(groups), code_bytes.data(), &result.codes(row, 0),
-                    &result.scales(row, 0), &result.biases(row, 0));
+                const RowFault fault =
+                    quantize_row(FormatTag<Format>{}, values, static_cast<std::size_t>(groups), code_bytes.data(),
+                                 &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
                 if (fault == RowFault::non_finite_value) {
                     Eigen::Index column = 0;
                     while (std::isfinite(values[column])) ++column;
-                    found.non_finite_group = std::min(found.non_finite_group,
-                                                      first_index + static_cast<std::size_t>(column / GroupSize));
-                } else if (fault == RowFault::overflowing_levels) {
-                    Eigen::Index g = 0;  // the first such group (the kernel's test is group_levels_finite's)
-                    while (g + 1 < groups && group_levels_finite<Bits>(result.scales(row, g), result.biases(row, g)))
-                        ++g;
-                    found.overflowing_group =
-                        std::min(found.overflowing_group, first_index + static_cast<std::size_t>(g));
+                    found.non_finite_group =
+                        std::min(found.non_finite_group, first_index + static_cast<std::size_t>(column / group_size));
+                } else if (fault == RowFault::group_out_of_range) {
+                    const std::size_t g = first_group_out_of_range(FormatTag<Format>{}, values, &result.scales(row, 0),
+                                                                   biases_of(row), static_cast<std::size_t>(groups));
+                    found.out_of_range_group = std::min(found.out_of_range_group, first_index + g);
                 }
             }
             return found;
         },
         [](Faults total, const Faults& part) {
             total.non_finite_group = std::min(total.non_finite_group, part.non_finite_group);
-            total.overflowing_group = std::min(total.overflowing_group, part.overflowing_group);
+            total.out_of_range_group = std::min(total.out_of_range_group, part.out_of_range_group);
             return total;
         });
     if (faults.non_finite_group != none) {
         const auto row = static_cast<Eigen::Index>(faults.non_finite_group / static_cast<std::size_t>(groups));
         const auto group = static_cast<Eigen::Index>(faults.non_finite_group % static_cast<std::size_t>(groups));
-        Eigen::Index column = group * GroupSize;
+        Eigen::Index column = group * group_size;
         while (std::isfinite(weights(row, column))) ++column;
         throw std::invalid_argument(std::string(function) + ": weight at row " + std::to_string(row) + ", column " +
                                     std::to_string(column) + " is " + float_text(weights(row, column)) +
                                     " (NaN and Inf cannot be quantized)");
     }
-    if (faults.overflowing_group != none) {
-        const auto row = faults.overflowing_group / static_cast<std::size_t>(groups);
-        const auto group = static_cast<Eigen::Index>(faults.overflowing_group % static_cast<std::size_t>(groups));
-        throw std::invalid_argument(
-            std::string(function) + ": row " + std::to_string(row) + ", group " + std::to_string(group) + " (columns " +
-            std::to_string(group * GroupSize) + " to " + std::to_string((group + 1) * GroupSize - 1) +
-            ") spans a range too wide for float: max - min or its top level s * " + std::to_string((1 << Bits) - 1) +
-            " + b overflows");
+    if (faults.out_of_range_group != none) {
+        const auto row = faults.out_of_range_group / static_cast<std::size_t>(groups);
+        const auto group = static_cast<Eigen::Index>(faults.out_of_range_group % static_cast<std::size_t>(groups));
+        throw std::invalid_argument(std::string(function) + ": row " + std::to_string(row) + ", group " +
+                                    std::to_string(group) + " (columns " + std::to_string(group * group_size) + " to " +
+                                    std::to_string((group + 1) * group_size - 1) + ") " +
+                                    group_out_of_range_text(FormatTag<Format>{}));
     }
     return result;
 }
 
-/// The quantizer of the MLX affine format, found by overload on the format's tag: the generic
-/// quantize<Format> and QuantizedLinearOf<Format> call quantize_format(FormatTag<Format>{}, ...), and a
-/// new format adds its own overload.
-template <int GroupSize, int Bits, class Derived>
-QuantizedMatrix<GroupSize, Bits> quantize_format(FormatTag<MlxAffine<GroupSize, Bits>>, const char* function,
-                                                 const Eigen::MatrixBase<Derived>& w) {
-    return quantize_named<GroupSize, Bits>(function, w);
+/// The quantizer of every format, found by overload on the format's tag: the generic quantize<Format>
+/// and QuantizedLinearOf<Format> call quantize_format(FormatTag<Format>{}, ...); a format whose
+/// quantizer is not quantize_named's row-by-row scheme adds its own overload.
+template <class Format, class Derived>
+QuantizedMatrixOf<Format> quantize_format(FormatTag<Format>, const char* function,
+                                          const Eigen::MatrixBase<Derived>& w) {
+    return quantize_named<Format>(function, w);
 }
 
 }  // namespace detail
@@ -217,7 +226,7 @@ QuantizedMatrix<GroupSize, Bits> quantize_format(FormatTag<MlxAffine<GroupSize, 
 template <int GroupSize = 64, int Bits = 4, class Derived>
 QuantizedMatrix<GroupSize, Bits> quantize(const Eigen::MatrixBase<Derived>& w) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
-    return detail::quantize_named<GroupSize, Bits>("lowbit::quantize", w);
+    return detail::quantize_named<MlxAffine<GroupSize, Bits>>("lowbit::quantize", w);
 }
 
 /// Quantizes w into Format (formats/): quantize<MlxAffine<GroupSize, Bits>>(w) is quantize<GroupSize,
@@ -248,7 +257,7 @@ RowMatrixXf dequantize(const QuantizedMatrixOf<Format>& q) {
             // contraction setting can fuse them into an fma (MLX's CPU values are the unfused ones).
             for (Eigen::Index c = 0; c < cols; ++c)
                 products[static_cast<std::size_t>(c)] = Format::group_scale(q.scales(row, c / group_size)) *
-                                                        static_cast<float>(Format::level(codes[static_cast<std::size_t>(c)]));
+                                                        Format::value(codes[static_cast<std::size_t>(c)]);
             for (Eigen::Index c = 0; c < cols; ++c) {
                 float value = products[static_cast<std::size_t>(c)];
                 if constexpr (Format::has_biases) value += q.biases(row, c / group_size);

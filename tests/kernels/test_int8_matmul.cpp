@@ -26,11 +26,11 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
-#include <lowbit/inference.hpp>
 #include <lowbit/detail/dispatch/mlx_affine.hpp>
-#include <lowbit/detail/mlx_affine/int8_matmul_reference.hpp>
+#include <lowbit/detail/gemm/int8_matmul_reference.hpp>
 #include <lowbit/detail/mlx_affine/packing_reference.hpp>
 #include <lowbit/formats/formats.hpp>
+#include <lowbit/inference.hpp>
 
 #include "support/formats.hpp"
 #include "support/random.hpp"
@@ -44,10 +44,9 @@ namespace detail = lowbit::detail;
 
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
-
 /// Per output: sum_g (|p_g| + |b| sum|x|) (for int8_kernel_tolerance) and sum_g |s| a sum |q| (for
-/// the activation bound), from the reference quantizer; q is a code's level and s the group's scale
-/// by the format's own rule (Format::level, Format::group_scale).
+/// the activation bound), from the reference quantizer; q is a code's value and s the group's scale
+/// by the format's own rule (Format::value, Format::group_scale).
 template <class Format>
 struct Terms {
     std::vector<double> abs_terms, abs_quantization;
@@ -67,7 +66,7 @@ struct Terms {
                 for (Index g = 0; g < groups; ++g) {
                     double isum = 0.0, code_sum = 0.0, x_abs = 0.0;
                     for (Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) {
-                        const double level = Format::level(codes[std::size_t(k)]);
+                        const double level = Format::value(codes[std::size_t(k)]);
                         isum += level * double(xq[std::size_t(k)]);
                         code_sum += std::fabs(level);
                         x_abs += std::fabs(double(x[m * x_stride + k]));

@@ -1,6 +1,6 @@
 // What the typed tests (TEMPLATE_LIST_TEST_CASE over lowbit::QuantizedFormats) read from a format
 // generically: its name for messages and a group's bias (0 in a format without biases).
-// A format's decode rule itself is its own (Format::level, Format::group_scale).
+// A format's decode rule itself is its own (Format::value, Format::group_scale).
 #pragma once
 
 #include <cstdint>

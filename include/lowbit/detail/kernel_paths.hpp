@@ -20,14 +20,14 @@ enum class KernelOp : std::size_t {
     fake_quantize_forward,
     backward_clamped,
     finite_min_max,
-    matmul_f32_gemv,  ///< M = 1 on MLX affine codes
-    matmul_f32_gemm,  ///< M > 1, or a bit width without a GEMV kernel
-    matmul_f32_batch, ///< 2 <= M <= 16 on MLX affine codes of 2, 4 or 8 bits (the batch GEMV)
-    quantize_group,   ///< MLX affine quantization of one group
-    matmul_i8_gemv,   ///< Activations::int8, M = 1
-    matmul_i8_gemm,   ///< Activations::int8, M > 1
-    ternary_gemv,     ///< TernaryLinear (packed ternary x int8), M = 1
-    ternary_gemm,     ///< TernaryLinear, M > 1
+    matmul_f32_gemv,   ///< M = 1 on MLX affine codes
+    matmul_f32_gemm,   ///< M > 1, or a bit width without a GEMV kernel
+    matmul_f32_batch,  ///< 2 <= M <= 16 on MLX affine codes of 2, 4 or 8 bits (the batch GEMV)
+    quantize_group,    ///< quantization of one group (any format)
+    matmul_i8_gemv,    ///< Activations::int8, M = 1
+    matmul_i8_gemm,    ///< Activations::int8, M > 1
+    ternary_gemv,      ///< TernaryLinear (packed ternary x int8), M = 1
+    ternary_gemm,      ///< TernaryLinear, M > 1
     count,
 };
 

@@ -11,8 +11,9 @@ namespace detail {
 enum class RowFault {
     none,                ///< every value and every group's levels finite
     non_finite_value,    ///< a value is NaN or infinite: the outputs are unspecified
-    overflowing_levels,  ///< a group's levels are not all finite (for MLX affine: group_levels_finite):
-                         ///< the outputs are complete
+    group_out_of_range,  ///< a group's parameters fall outside what the format stores (MLX affine: its
+                         ///< levels overflow float, group_levels_finite; mxfp4: its scale is below
+                         ///< E8M0's range): the outputs are complete
 };
 
 }  // namespace detail

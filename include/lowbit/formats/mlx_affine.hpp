@@ -56,10 +56,11 @@ struct MlxAffine {
     /// Codes never straddle two words (32 % Bits == 0): what the vector unpack paths need.
     static constexpr bool codes_in_whole_words = 32 % Bits == 0;
 
-    /// How a group dequantizes: w = fl(fl(group_scale(s) * level(q)) + b), b = 0 in a format without
-    /// biases. level is the integer a code stands for (what the int8 kernels multiply), group_scale
-    /// the float a stored scale stands for. For affine both are the identity.
-    static constexpr std::int32_t level(std::uint32_t code) noexcept { return static_cast<std::int32_t>(code); }
+    /// How a group dequantizes: w = fl(fl(group_scale(s) * value(q)) + b), b = 0 in a format without
+    /// biases. value is the number a code stands for, an integer in every format (what the int8
+    /// kernels multiply; a float so that a format can keep a signed zero), group_scale the float a
+    /// stored scale stands for. For affine both are the identity.
+    static constexpr float value(std::uint32_t code) noexcept { return static_cast<float>(code); }
     static constexpr float group_scale(scale_type scale) noexcept { return scale; }
 };
 

@@ -62,7 +62,7 @@ typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& we
             return gptq_with_hessian<G, B>(function, weight, hessian, calibration, options.gptq, nullptr);
         case PtqMethod::rtn: break;
     }
-    return quantize_named<G, B>(function, weight);
+    return quantize_named<MlxAffine<G, B>>(function, weight);
 }
 
 }  // namespace detail::ptq

@@ -161,7 +161,7 @@ QuantizedMatrix<GroupSize, Bits> clip_search(const Eigen::MatrixBase<Derived>& w
     constexpr const char* function = "lowbit::clip_search";
     detail::ptq::check_options(function, options);
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
-    QuantizedMatrix<GroupSize, Bits> q = detail::quantize_named<GroupSize, Bits>(function, weights);
+    QuantizedMatrix<GroupSize, Bits> q = detail::quantize_named<MlxAffine<GroupSize, Bits>>(function, weights);
     if (channel_weights.size() != 0) detail::ptq::require_channel_weights(function, channel_weights, weights.cols());
     const float* channel = channel_weights.size() != 0 ? channel_weights.data() : nullptr;
     detail::ptq::improve_groups(q, weights, [&](Eigen::Index, Eigen::Index g, const float* values, std::int32_t* codes,

@@ -107,7 +107,7 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(
     const char* function, const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>>& weights, Eigen::MatrixXf h,
     const ScaledCalibration& calibration, const GptqOptions& options, GptqReport* report) {
     const Eigen::MatrixXf& x = calibration.x;
-    const QuantizedMatrix<GroupSize, Bits> rtn = quantize_named<GroupSize, Bits>(function, weights);
+    const QuantizedMatrix<GroupSize, Bits> rtn = quantize_named<MlxAffine<GroupSize, Bits>>(function, weights);
     const Eigen::Index rows = weights.rows(), cols = weights.cols();
     GptqReport found;
     std::vector<bool> dead(static_cast<std::size_t>(cols), false);
@@ -241,7 +241,8 @@ QuantizedMatrix<GroupSize, Bits> gptq(const Eigen::MatrixBase<DerivedW>& w, cons
     constexpr const char* function = "lowbit::gptq";
     detail::ptq::check_options(function, options);
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
-    detail::quantize_named<GroupSize, Bits>(function, weights.topRows(std::min<Eigen::Index>(weights.rows(), 1)));
+    detail::quantize_named<MlxAffine<GroupSize, Bits>>(function,
+                                                       weights.topRows(std::min<Eigen::Index>(weights.rows(), 1)));
     detail::ptq::require_calibration(function, x, weights.cols(), 1);
     const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(x);
     return detail::ptq::gptq_with_hessian<GroupSize, Bits>(function, weights, detail::ptq::gptq_hessian(calibration.x),

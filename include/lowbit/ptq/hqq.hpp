@@ -97,7 +97,7 @@ QuantizedMatrix<GroupSize, Bits> hqq(const Eigen::MatrixBase<Derived>& w, const 
     constexpr const char* function = "lowbit::hqq";
     detail::ptq::check_options(function, options);
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
-    QuantizedMatrix<GroupSize, Bits> q = detail::quantize_named<GroupSize, Bits>(function, weights);
+    QuantizedMatrix<GroupSize, Bits> q = detail::quantize_named<MlxAffine<GroupSize, Bits>>(function, weights);
     detail::ptq::improve_groups(q, weights, [&](Eigen::Index, Eigen::Index, const float* values, std::int32_t* codes,
                                                 float& scale, float& bias) {
         detail::ptq::hqq_group<Bits, GroupSize>(values, options, scale, bias, codes);

@@ -12,13 +12,13 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/int8_matmul_reference.hpp"
 #include "../gemm/int8_weight_panels.hpp"
+#include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/int8_gemm.hpp"
 #include "../mlx_affine/int8_gemv.hpp"
-#include "../mlx_affine/int8_matmul_reference.hpp"
 #include "../mlx_affine/matmul_driver.hpp"
-#include "../mlx_affine/matmul_reference.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "format_kernels.hpp"

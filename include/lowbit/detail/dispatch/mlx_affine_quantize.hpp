@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -53,7 +54,7 @@ RowFault run_quantize_row(FormatTag<MlxAffine<GroupSize, Bits>>, const float* va
         for (std::size_t g = 0; g < groups; ++g) {
             std::tie(scales[g], biases[g]) =
                 reference::quantize_group<Bits>(values + g * GroupSize, GroupSize, code_bytes + g * GroupSize);
-            if (!group_levels_finite<Bits>(scales[g], biases[g])) found = RowFault::overflowing_levels;
+            if (!group_levels_finite<Bits>(scales[g], biases[g])) found = RowFault::group_out_of_range;
         }
     }
     pack_row_codes<Bits>(code_bytes, groups * GroupSize, words);
@@ -66,6 +67,31 @@ RowFault quantize_row(const float* values, std::size_t groups, std::uint8_t* cod
                       float* scales, float* biases) {
     record(KernelOp::quantize_group, simd::enabled ? KernelPath::simd : KernelPath::reference);
     return FormatKernels<MlxAffine<GroupSize, Bits>>::quantize_row(values, groups, code_bytes, words, scales, biases);
+}
+
+// What quantize_named (quantized_matrix.hpp) reaches by the format's tag.
+
+/// quantize_row above.
+template <int GroupSize, int Bits>
+RowFault quantize_row(FormatTag<MlxAffine<GroupSize, Bits>>, const float* values, std::size_t groups,
+                      std::uint8_t* code_bytes, std::uint32_t* words, float* scales, float* biases) {
+    return quantize_row<GroupSize, Bits>(values, groups, code_bytes, words, scales, biases);
+}
+
+/// The first group of a quantized row whose levels overflow (the kernel's test is group_levels_finite's).
+template <int GroupSize, int Bits>
+std::size_t first_group_out_of_range(FormatTag<MlxAffine<GroupSize, Bits>>, const float*, const float* scales,
+                                     const float* biases, std::size_t groups) {
+    std::size_t g = 0;
+    while (g + 1 < groups && group_levels_finite<Bits>(scales[g], biases[g])) ++g;
+    return g;
+}
+
+/// Why such a group cannot be stored.
+template <int GroupSize, int Bits>
+std::string group_out_of_range_text(FormatTag<MlxAffine<GroupSize, Bits>>) {
+    return "spans a range too wide for float: max - min or its top level s * " + std::to_string((1 << Bits) - 1) +
+           " + b overflows";
 }
 
 }  // namespace detail

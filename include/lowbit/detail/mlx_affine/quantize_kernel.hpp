@@ -215,7 +215,7 @@ RowFault quantize_row_f32(const float* values, std::size_t groups, std::uint8_t*
             });
         }
     }
-    return xsimd::all(levels_finite) ? RowFault::none : RowFault::overflowing_levels;
+    return xsimd::all(levels_finite) ? RowFault::none : RowFault::group_out_of_range;
 }
 
 }  // namespace detail::kernels

@@ -1,5 +1,8 @@
-// Scalar reference of the integer-activation matmul on MLX affine codes (docs/numerics.md N11): the
+// Scalar reference of the integer-activation matmul of every format (docs/numerics.md N11): the
 // oracle the int8 kernels are tested against. Plain loops, literally the formula, never optimized.
+// q is a code's value and s a group's scale by the format's rule (Format::value, an integer, and
+// Format::group_scale; for MLX affine the code and the stored scale); a format without biases has no
+// c_g term.
 //
 // Activation quantization, per input row m and weight group g (GroupSize inputs):
 //   a[m,g]  = fl(max_{k in g} |x[m,k]| / 127)       (true division; 0 for an all-zero group)
@@ -29,9 +32,8 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
+#include "../mlx_affine/packing_reference.hpp"
 #include "../quantized_view.hpp"
-#include "packing_reference.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::reference {
@@ -53,9 +55,10 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
 }
 
 /// out[m * out_stride + n] for m < M, n < q.rows(); x[m * x_stride + k] for k < q.cols(), finite.
-template <int GroupSize, int Bits>
-void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                           const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride) {
+template <class Format>
+void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q,
+                           float* out, Eigen::Index out_stride) {
+    constexpr int GroupSize = Format::group_size;
     const Eigen::Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<std::int8_t> xq(static_cast<std::size_t>(M * K));
     std::vector<float> a(static_cast<std::size_t>(M * groups)), x_sum(static_cast<std::size_t>(M * groups));
@@ -69,18 +72,21 @@ void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M
     }
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
     for (Eigen::Index n = 0; n < N; ++n) {
-        unpack_codes<Bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
+        unpack_codes<Format::bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
         for (Eigen::Index m = 0; m < M; ++m) {
             float total = 0.0f;
             for (Eigen::Index g = 0; g < groups; ++g) {
                 std::int32_t isum = 0;
                 for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k)
-                    isum += std::int32_t{codes[static_cast<std::size_t>(k)]} * std::int32_t{xq[static_cast<std::size_t>(m * K + k)]};
-                const float sa = q.scales(n, g) * a[static_cast<std::size_t>(m * groups + g)];
+                    isum += static_cast<std::int32_t>(Format::value(codes[static_cast<std::size_t>(k)])) *
+                            std::int32_t{xq[static_cast<std::size_t>(m * K + k)]};
+                const float sa = Format::group_scale(q.scales(n, g)) * a[static_cast<std::size_t>(m * groups + g)];
                 const float p = sa * static_cast<float>(isum);
                 total += p;
-                const float c = q.biases(n, g) * x_sum[static_cast<std::size_t>(m * groups + g)];
-                total += c;
+                if constexpr (Format::has_biases) {
+                    const float c = q.biases(n, g) * x_sum[static_cast<std::size_t>(m * groups + g)];
+                    total += c;
+                }
             }
             out[m * out_stride + n] = total;
         }

@@ -1,0 +1,110 @@
+// The mxfp4 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="mxfp4")` on float32 weights
+// (docs/numerics.md N16), scalar: a group's E8M0 exponent, a value's E2M1 code, one row; and what
+// quantize_named (quantized_matrix.hpp) and FormatKernels<Mxfp4> reach by the format's tag.
+#pragma once
+
+#include "../config.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../../formats/mxfp4.hpp"
+#include "../dispatch/format_kernels.hpp"
+#include "../kernel_paths.hpp"
+#include "../mlx_affine/packing.hpp"
+#include "../row_fault.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
+
+/// The smallest exponent E8M0 stores (byte 0).
+inline constexpr int mxfp4_min_exponent = -127;
+
+/// The scale exponent MLX gives a group whose largest magnitude is amax (finite): E = ceil(log2(r))
+/// exactly, for r = fl(amax / 6); 0 for an all-zero group. The byte stored is E + 127.
+inline int mxfp4_exponent(float amax) {
+    const float r = amax / 6.0f;
+    if (r == 0.0f) return 0;
+    int e = 0;
+    const float fraction = std::frexp(r, &e);  // r = fraction * 2^e, fraction in [0.5, 1)
+    return fraction == 0.5f ? e - 1 : e;
+}
+
+/// E2M1 values in code order: MLX's table, +0 first, -0 at code 8.
+inline constexpr std::array<float, 16> e2m1_values{+0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/// The E2M1 code MLX gives q: the first code, in table order, at the smallest float distance
+/// |q - value|. So ties go to the smaller magnitude (0.75 -> 0.5, 5 -> 4), values beyond 6 to +-6, and
+/// -0 and every |q| <= 0.25 to code 0 (+0).
+inline std::uint8_t e2m1_code(float q) {
+    std::uint8_t best = 0;
+    float best_distance = std::fabs(q - e2m1_values[0]);
+    for (std::uint8_t code = 1; code < 16; ++code) {
+        const float distance = std::fabs(q - e2m1_values[code]);
+        if (distance < best_distance) {
+            best = code;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
+/// Quantizes one row of `groups` groups of 32 values into packed words and exponent bytes (code_bytes:
+/// scratch for groups * 32 bytes). Returns RowFault::non_finite_value for a NaN or Inf (outputs
+/// unspecified), RowFault::group_out_of_range when a group's exponent is below -127 (its byte is then
+/// 0 and its codes those of 2^-127; quantize refuses the matrix), else none. What
+/// FormatKernels<Mxfp4>::quantize_row runs.
+inline RowFault run_quantize_row(FormatTag<Mxfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
+                                 std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+    constexpr std::size_t group_size = Mxfp4::group_size;
+    for (std::size_t i = 0; i < groups * group_size; ++i)
+        if (!std::isfinite(values[i])) return RowFault::non_finite_value;
+    RowFault found = RowFault::none;
+    for (std::size_t g = 0; g < groups; ++g) {
+        const float* group = values + g * group_size;
+        float amax = 0.0f;
+        for (std::size_t i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
+        int exponent = mxfp4_exponent(amax);
+        if (exponent < mxfp4_min_exponent) {
+            found = RowFault::group_out_of_range;
+            exponent = mxfp4_min_exponent;
+        }
+        scales[g] = static_cast<std::uint8_t>(exponent + 127);
+        const float scale = std::ldexp(1.0f, exponent);  // exact: 2^-127 is a float
+        for (std::size_t i = 0; i < group_size; ++i) code_bytes[g * group_size + i] = e2m1_code(group[i] / scale);
+    }
+    kernels::pack_code_bytes<Mxfp4::bits>(code_bytes, groups * group_size, words);
+    return found;
+}
+
+/// FormatKernels<Mxfp4>::quantize_row, recorded (the scalar rule is its only path).
+inline RowFault quantize_row(FormatTag<Mxfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
+                             std::uint32_t* words, std::uint8_t* scales, float* biases) {
+    record(KernelOp::quantize_group, KernelPath::reference);
+    return FormatKernels<Mxfp4>::quantize_row(values, groups, code_bytes, words, scales, biases);
+}
+
+/// The first group of a row whose exponent is below E8M0's range.
+inline std::size_t first_group_out_of_range(FormatTag<Mxfp4>, const float* values, const std::uint8_t*, const float*,
+                                            std::size_t groups) {
+    for (std::size_t g = 0; g < groups; ++g) {
+        float amax = 0.0f;
+        for (std::size_t i = 0; i < Mxfp4::group_size; ++i)
+            amax = std::fmax(amax, std::fabs(values[g * Mxfp4::group_size + i]));
+        if (mxfp4_exponent(amax) < mxfp4_min_exponent) return g;
+    }
+    return groups;
+}
+
+/// Why such a group cannot be stored.
+inline std::string group_out_of_range_text(FormatTag<Mxfp4>) {
+    return "is too small for mxfp4: its largest magnitude / 6 is at most 2^-128, below E8M0's smallest scale "
+           "2^-127 (MLX stores a wrapped exponent there)";
+}
+
+}  // namespace detail
+LOWBIT_END_NAMESPACE
