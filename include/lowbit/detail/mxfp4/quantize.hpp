@@ -33,6 +33,13 @@ inline int mxfp4_exponent(float amax) {
     return fraction == 0.5f ? e - 1 : e;
 }
 
+/// mxfp4_exponent of the group of 32 values starting at `group`.
+inline int mxfp4_group_exponent(const float* group) {
+    float amax = 0.0f;
+    for (int i = 0; i < Mxfp4::group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
+    return mxfp4_exponent(amax);
+}
+
 /// E2M1 values in code order: MLX's table, +0 first, -0 at code 8.
 inline constexpr std::array<float, 16> e2m1_values{+0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                                    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -66,9 +73,7 @@ inline RowFault run_quantize_row(FormatTag<Mxfp4>, const float* values, std::siz
     RowFault found = RowFault::none;
     for (std::size_t g = 0; g < groups; ++g) {
         const float* group = values + g * group_size;
-        float amax = 0.0f;
-        for (std::size_t i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
-        int exponent = mxfp4_exponent(amax);
+        int exponent = mxfp4_group_exponent(group);
         if (exponent < mxfp4_min_exponent) {
             found = RowFault::group_out_of_range;
             exponent = mxfp4_min_exponent;
@@ -91,12 +96,8 @@ inline RowFault quantize_row(FormatTag<Mxfp4>, const float* values, std::size_t 
 /// The first group of a row whose exponent is below E8M0's range.
 inline std::size_t first_group_out_of_range(FormatTag<Mxfp4>, const float* values, const std::uint8_t*, const float*,
                                             std::size_t groups) {
-    for (std::size_t g = 0; g < groups; ++g) {
-        float amax = 0.0f;
-        for (std::size_t i = 0; i < Mxfp4::group_size; ++i)
-            amax = std::fmax(amax, std::fabs(values[g * Mxfp4::group_size + i]));
-        if (mxfp4_exponent(amax) < mxfp4_min_exponent) return g;
-    }
+    for (std::size_t g = 0; g < groups; ++g)
+        if (mxfp4_group_exponent(values + g * Mxfp4::group_size) < mxfp4_min_exponent) return g;
     return groups;
 }
 
