@@ -21,8 +21,7 @@
 #include <Eigen/Core>
 
 #include "activations.hpp"
-#include "detail/dispatch/mlx_affine.hpp"
-#include "detail/dispatch/mxfp4.hpp"
+#include "detail/dispatch/formats.hpp"
 #include "quantized_matrix.hpp"
 
 // Eigen::Tensor is declared here, not defined: forward(Tensor) is a template that only a caller holding

@@ -36,9 +36,8 @@
 #include <Eigen/Core>
 
 #include "detail/checks.hpp"
-#include "detail/dispatch/mlx_affine_quantize.hpp"
+#include "detail/dispatch/formats.hpp"
 #include "detail/mlx_affine/packing.hpp"
-#include "detail/mxfp4/quantize.hpp"
 #include "detail/quantized_view.hpp"
 #include "detail/threading/parallel.hpp"
 #include "formats/mlx_affine.hpp"

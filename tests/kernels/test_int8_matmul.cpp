@@ -26,7 +26,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
-#include <lowbit/detail/dispatch/mlx_affine.hpp>
+#include <lowbit/detail/dispatch/formats.hpp>
 #include <lowbit/detail/gemm/int8_matmul_reference.hpp>
 #include <lowbit/detail/mlx_affine/packing_reference.hpp>
 #include <lowbit/formats/formats.hpp>

@@ -14,7 +14,7 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/dispatch/mlx_affine.hpp>
+#include <lowbit/detail/dispatch/formats.hpp>
 #include <lowbit/detail/mlx_affine/matmul_driver.hpp>
 #include <lowbit/detail/simd.hpp>
 #include <lowbit/formats/formats.hpp>

@@ -7,7 +7,8 @@
 // detail/dispatch/format_instances.hpp); a static_assert below keeps the two equal.
 //
 // A new format is a type in its own header here (the members MlxAffine has: mode, group_size, bits,
-// scale_type, has_biases, words_per_group), added to both lists.
+// scale_type, has_biases, words_per_group), added to both lists; its kernels' dispatch header goes in
+// detail/dispatch/formats.hpp.
 #pragma once
 
 #include "../detail/config.hpp"

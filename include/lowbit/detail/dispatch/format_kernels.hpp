@@ -6,7 +6,8 @@
 // translation unit to that copy (format_instances.hpp). Each entry calls its format's dispatch
 // function, found by argument-dependent lookup on QuantizedView<Format> or FormatTag<Format>: for MLX
 // affine in dispatch/mlx_affine.hpp and dispatch/mlx_affine_quantize.hpp. A new format defines those
-// three functions for its view and tag; nothing here changes.
+// three functions for its view and tag in its own dispatch header, listed in dispatch/formats.hpp;
+// nothing here changes.
 #pragma once
 
 #include "../config.hpp"

@@ -133,5 +133,3 @@ KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen
 
 }  // namespace detail
 LOWBIT_END_NAMESPACE
-
-#include "format_instances.hpp"
