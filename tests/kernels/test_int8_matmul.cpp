@@ -19,7 +19,9 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_template_test_macros.hpp>
@@ -41,6 +43,10 @@ namespace {
 using Eigen::Index;
 using lowbit::RowMatrixXf;
 namespace detail = lowbit::detail;
+
+/// The formats whose int8 kernels these tests run: every listed one, and mxfp4 (its int8 GEMM is SIMD;
+/// it joins QuantizedFormats with its f32 kernels).
+using Int8Formats = decltype(std::tuple_cat(std::declval<lowbit::QuantizedFormats>(), std::tuple<lowbit::Mxfp4>{}));
 
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
@@ -149,7 +155,7 @@ void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, In
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", lowbit::QuantizedFormats) {
+TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", Int8Formats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A80 + G * 16 + B);
     // The kernels take 4 activation rows at a time (1..3 at the end) and merge groups in blocks of
@@ -166,7 +172,7 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[in
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column panel", "[int8][kernels][N11]",
-                        lowbit::QuantizedFormats) {
+                        Int8Formats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A85 + G * 16 + B);
     // Row blocks of MR = 6 (AVX-512) or 4 (AVX2) rows, split evenly; panels of 32 or 8 columns, whose
@@ -182,8 +188,8 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column 
     for (const Index M : {11, 12, 13}) check_against_reference<TestType>(rng, M, 33, 5 * G, 1, 2);
 }
 
-TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once", "[int8][kernels][N11]",
-                        lowbit::QuantizedFormats) {
+TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once",
+                        "[int8][kernels][N11]", Int8Formats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
     // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
@@ -251,8 +257,49 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inp
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
-                        lowbit::QuantizedFormats) {
+TEST_CASE("mxfp4 int8 matmul: the offset codes' sums are bit-exact (exact float inputs)", "[int8][kernels][N11]") {
+    using lowbit::Mxfp4;
+    auto rng = lowbit::test::make_rng(0x1A84);
+    // x integers in [-127, 127] with a 127 in every group: a = 1 exactly, xq = x. Scale bytes 128
+    // (group_scale 2^0): y = sum of value(code) * x, integers below 2^24, exact in any order. Every code
+    // value, extreme activations included, through the decode table and the offset of 12.
+    const Index K = 4 * Mxfp4::group_size, N = 37;
+    for (const Index M : {1, 4, 7, 13}) {
+        INFO("M = " << M);
+        std::uniform_int_distribution<int> value(-127, 127), code(0, 15);
+        RowMatrixXf x(M, K);
+        for (Index m = 0; m < M; ++m)
+            for (Index k = 0; k < K; ++k)
+                x(m, k) = k % 32 == (m * 5) % 32 ? (m % 2 ? -127.0f : 127.0f) : float(value(rng));
+        x.row(0).segment(32, 32).setConstant(-127.0f);  // the largest negative code sum
+        lowbit::QuantizedMatrixOf<Mxfp4> q;
+        q.codes.resize(N, K / 8);
+        q.scales.setConstant(N, K / 32, std::uint8_t{128});
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+        RowMatrixXf exact(M, N);
+        for (Index n = 0; n < N; ++n) {
+            for (auto& c : codes) c = static_cast<std::uint8_t>(n == 0 ? 7 : code(rng));  // row 0: all +12
+            lowbit::detail::kernels::pack_codes<4>(codes.data(), codes.size(), &q.codes(n, 0));
+            for (Index m = 0; m < M; ++m) {
+                std::int64_t sum = 0;
+                for (Index k = 0; k < K; ++k)
+                    sum += std::int64_t(Mxfp4::value(codes[std::size_t(k)])) * std::int64_t(x(m, k));
+                exact(m, n) = static_cast<float>(sum);
+            }
+        }
+        RowMatrixXf reference(M, N), y(M, N), y_panels(M, N);
+        detail::reference::quantized_matmul_int8(x.data(), K, M, q.view(), reference.data(), N);
+        detail::quantized_matmul_int8(x.data(), K, M, q.view(), y.data(), N, detail::MatmulKernel::automatic);
+        detail::Int8PanelCache panels;
+        detail::quantized_matmul_int8(x.data(), K, M, q.view(), y_panels.data(), N, detail::MatmulKernel::automatic,
+                                      &panels);
+        CHECK(reference == exact);
+        CHECK(y == exact);
+        CHECK(y_panels == exact);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]", Int8Formats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A82 + G * 16 + B);
     for (const Index M : {1, 5}) {

@@ -41,6 +41,12 @@ struct avx2 {
     static vec shift_right(vec v) noexcept {
         return _mm256_srli_epi16(v, Shift);
     }
+    /// The 16 bytes at p in each 128-bit half (lookup16's table).
+    static vec table16(const std::uint8_t* p) noexcept {
+        return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    /// Per byte of v (each < 16): that entry of the table (vpshufb).
+    static vec lookup16(vec table, vec v) noexcept { return _mm256_shuffle_epi8(table, v); }
     template <int CodeBits>
     static vec dot(vec acc, vec codes, vec x) noexcept {
         const __m256i ones = _mm256_set1_epi16(1);

@@ -40,6 +40,13 @@ struct avx512_vnni {
     static vec shift_right(vec v) noexcept {
         return _mm512_srli_epi16(v, Shift);
     }
+    /// The 16 bytes at p in each 128-bit lane (lookup16's table).
+    static vec table16(const std::uint8_t* p) noexcept {
+        return _mm512_maskz_broadcast_i32x4(static_cast<__mmask16>(0xFFFF),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    /// Per byte of v (each < 16): that entry of the table (vpshufb; maskz: GCC bug 105593).
+    static vec lookup16(vec table, vec v) noexcept { return _mm512_maskz_shuffle_epi8(~__mmask64{0}, table, v); }
     template <int CodeBits>
     static vec dot(vec acc, vec codes, vec x) noexcept {
         return _mm512_dpbusd_epi32(acc, codes, x);

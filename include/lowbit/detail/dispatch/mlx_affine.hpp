@@ -22,6 +22,7 @@
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "format_kernels.hpp"
+#include "instruction_sets.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -36,9 +37,6 @@ struct MlxAffineF32Kernels {
     static constexpr bool batch = gemv;  ///< 2 <= M <= QgemvF32Batch<Arch>::max_m
     static constexpr bool gemm = simd;   ///< every M
 };
-
-/// The Arch the kernel tables are instantiated with: simd::arch, or void when SIMD is off.
-using dispatch_arch = std::conditional_t<simd::enabled, simd::arch, void>;
 
 /// FormatKernels::matmul of the MLX affine format (contract there). A kernel the format lacks (the
 /// GEMVs on 3, 5 or 6 bits, any kernel without SIMD) runs as the reference.
@@ -90,10 +88,6 @@ struct MlxAffineI8Kernels {
     static constexpr bool prepacked = simd && kernels::Int8PanelLayout<GroupSize, Bits>::packed;  ///< every M
     static constexpr Eigen::Index gemm_rows = 12;  ///< first M of the panel GEMM (M = 8: row dot faster, 16: GEMM)
 };
-
-/// The integer instruction set the int8 kernel table is instantiated with (void when SIMD is off or
-/// the target has neither AVX-512 VNNI+BW nor AVX2+FMA).
-using dispatch_int8_ops = std::conditional_t<simd::enabled && simd::int8::available, simd::int8::best, void>;
 
 /// FormatKernels::matmul_int8 of the MLX affine format (contract there). `kernel`: automatic, gemv or
 /// batch (the row-dot kernel of int8_gemv.hpp for any M), gemm (the panel GEMM of int8_gemm.hpp), or

@@ -1,10 +1,12 @@
 // dispatch/: the matmul on mxfp4 codes. run_quantized_matmul and run_quantized_matmul_int8 below are
-// what FormatKernels<Mxfp4> calls (format_kernels.hpp). Every kernel of this format runs as the
-// format-generic scalar reference for now (gemm/matmul_reference.hpp, gemm/int8_matmul_reference.hpp):
-// the f32 and int8 kernels on the shared GEMM machinery are still to come.
+// what FormatKernels<Mxfp4> calls (format_kernels.hpp). The f32 matmul runs as the format-generic scalar
+// reference for now (gemm/matmul_reference.hpp); the int8 matmul is the panel GEMM of mxfp4/int8_gemm.hpp.
 #pragma once
 
 #include "../config.hpp"
+
+#include <mutex>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -13,9 +15,11 @@
 #include "../gemm/int8_weight_panels.hpp"
 #include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
+#include "../mxfp4/int8_gemm.hpp"
 #include "../mxfp4/quantize.hpp"
 #include "../quantized_view.hpp"
 #include "format_kernels.hpp"
+#include "instruction_sets.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -28,12 +32,32 @@ inline KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eig
     return {M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference};
 }
 
-/// FormatKernels::matmul_int8 of mxfp4 (contract there): the reference for every `kernel`; no panels.
-inline KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                                           const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride,
-                                           MatmulKernel /*kernel*/, Int8PanelCache* /*panels*/) {
+/// FormatKernels::matmul_int8 of mxfp4 (contract there): the panel GEMM of mxfp4/int8_gemm.hpp on the
+/// integer instruction set of the affine int8 path (dispatch_int8_ops) for every M and every `kernel` but
+/// reference (the format has no row-dot kernel), on the layer's panels when given `panels` and
+/// automatic; the reference without an integer instruction set (Ops void: a template, so that the
+/// SIMD branch is discarded then).
+template <class Ops = dispatch_int8_ops>
+KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
+                                    const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride,
+                                    MatmulKernel kernel, Int8PanelCache* panels) {
+    const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
+    if constexpr (!std::is_same_v<Ops, void>) {
+        if (kernel != MatmulKernel::reference) {
+            constexpr int NR = kernels::Int8TileShape<Ops>::columns;
+            if (panels != nullptr && kernel == MatmulKernel::automatic) {
+                std::call_once(panels->built, [&] { panels->panels = kernels::pack_weight_panels_int8<Ops, NR>(q); });
+                if (panels->panels.columns == NR) {
+                    kernels::qgemm_i8_prepacked<dispatch_arch, Ops>(x, x_stride, M, panels->panels, q, out, out_stride);
+                    return {op, KernelPath::simd};
+                }
+            }
+            kernels::qgemm_i8<dispatch_arch, Ops>(x, x_stride, M, q, out, out_stride);
+            return {op, KernelPath::simd};
+        }
+    }
     reference::quantized_matmul_int8(x, x_stride, M, q, out, out_stride);
-    return {M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm, KernelPath::reference};
+    return {op, KernelPath::reference};
 }
 
 }  // namespace detail

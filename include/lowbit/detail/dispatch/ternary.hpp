@@ -15,7 +15,7 @@
 #include "../simd.hpp"
 #include "../ternary/int8_gemm.hpp"
 #include "../ternary/reference.hpp"
-#include "mlx_affine.hpp"
+#include "instruction_sets.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {

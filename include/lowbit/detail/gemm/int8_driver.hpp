@@ -113,5 +113,50 @@ void int8_gemm_on_panels(const Int8RowBlocks& blocks, const Int8WeightPanels& pa
     });
 }
 
+/// Every weight panel of an N x K matrix (ceil(N / NR) of them), packed once for the layer's cache;
+/// pack_panel(n0, panel) packs rows [n0, n0 + NR) into one panel (as for int8_gemm_packing_panels,
+/// without scratch). Threads over panels.
+template <int NR, int GroupSize, int Bits, int ParamSlots, class PackPanel>
+Int8WeightPanels pack_all_int8_panels(Eigen::Index N, Eigen::Index K, const PackPanel& pack_panel) {
+    Int8WeightPanels all;
+    all.columns = NR;
+    all.panels = (N + NR - 1) / NR;
+    all.panel_units = Int8PanelLayout<GroupSize, Bits, ParamSlots>::panel_units(K, NR);
+    all.units.resize(static_cast<std::size_t>(all.panels * all.panel_units));
+    parallel_for(static_cast<std::size_t>(all.panels), 1, [&](std::size_t begin, std::size_t end) {
+        for (auto p = static_cast<Eigen::Index>(begin); p < static_cast<Eigen::Index>(end); ++p)
+            pack_panel(p * NR, all.units.data() + p * all.panel_units);
+    });
+    return all;
+}
+
+/// The int8 GEMM of packed activations (blocks) and weight panels packed per call, a few at a time per
+/// thread while they are in cache (N output columns, K inputs), for any M >= 1; threads over panels.
+/// pack_panel(n0, panel, scratch) packs weight rows [n0, n0 + NR) into one panel, the format's record
+/// layout (Int8PanelLayout<GroupSize, Bits, Epilogue::param_slots>), with scratch_bytes of scratch.
+template <class Ops, int GroupSize, int Bits, class Epilogue, class PackPanel>
+void int8_gemm_packing_panels(const Int8RowBlocks& blocks, Eigen::Index N, Eigen::Index K, std::size_t scratch_bytes,
+                              const PackPanel& pack_panel, const Epilogue& epilogue, float* out,
+                              Eigen::Index out_stride) {
+    using layout = Int8PanelLayout<GroupSize, Bits, Epilogue::param_slots>;
+    constexpr int NR = Int8TileShape<Ops>::columns;
+    const Eigen::Index panels = (N + NR - 1) / NR, panel_units = layout::panel_units(K, NR);
+    const Eigen::Index chunk = int8_panels_per_pass(panel_units);
+    parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t begin, std::size_t end) {
+        const Eigen::Index p_begin = static_cast<Eigen::Index>(begin), p_end = static_cast<Eigen::Index>(end);
+        const Eigen::Index held = std::min(chunk, p_end - p_begin);
+        std::vector<std::uint32_t, xsimd::aligned_allocator<std::uint32_t, 64>> held_panels(
+            static_cast<std::size_t>(held * panel_units));
+        std::vector<std::uint8_t> scratch(scratch_bytes);
+        for (Eigen::Index p0 = p_begin; p0 < p_end; p0 += chunk) {
+            const Eigen::Index p1 = std::min(p0 + chunk, p_end);
+            for (Eigen::Index p = p0; p < p1; ++p)
+                pack_panel(p * NR, held_panels.data() + (p - p0) * panel_units, scratch.data());
+            int8_panel_tiles<Ops, GroupSize, Bits>(blocks, held_panels.data(), panel_units, p0, p1, N, false, epilogue,
+                                                   out, out_stride);
+        }
+    });
+}
+
 }  // namespace detail::kernels
 LOWBIT_END_NAMESPACE

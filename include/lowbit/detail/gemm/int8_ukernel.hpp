@@ -8,7 +8,9 @@
 // reference's tolerance allows: mlx_affine/int8_epilogue.hpp); the ternary one is in
 // ternary/int8_gemm.hpp. An epilogue says how many float parameters a record holds per row
 // (param_slots), folds a group's int32 sums into the tile's totals (group), turns the totals into the
-// tile's floats (finish) and writes a tile row to the output (store).
+// tile's floats (finish) and writes a tile row to the output (store). A format whose 4-bit codes are not
+// their own values (mxfp4) names a 16-byte code_table: each code is replaced by its entry (Ops::lookup16,
+// one instruction per code vector and step) before the dot.
 #pragma once
 
 #include "../config.hpp"
@@ -43,6 +45,10 @@ struct Int8TileShape {
     /// consecutive, so this runs into the next. The one-row GEMV walks two panels without prefetch.
     static constexpr std::size_t prefetch_bytes = 4096;
 };
+
+/// Whether Epilogue decodes the panel's codes through its 16-entry code_table before the dot.
+template <class Epilogue>
+concept DecodesCodes = requires { Epilogue::code_table; };
 
 /// Prefetches the cache line `Bytes` past `address` into L2 (a hint: it never faults, and an address
 /// past the end of the panels is computed as an integer, not as a pointer into them).
@@ -79,6 +85,10 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
     constexpr std::size_t record_bytes = static_cast<std::size_t>(record_units) * sizeof(std::uint32_t);
     constexpr std::size_t ahead_bytes =
         (Int8TileShape<Ops>::prefetch_bytes + record_bytes - 1) / record_bytes * record_bytes;
+
+    static_assert(!DecodesCodes<Epilogue> || layout::byte_bits == 4, "int8_tile: a code table decodes 4-bit codes");
+    [[maybe_unused]] vec table{};
+    if constexpr (DecodesCodes<Epilogue>) table = Ops::table16(Epilogue::code_table.data());
 
     // Plain arrays: std::array of an intrinsic type drops its alignment attribute (-Wignored-attributes).
     fvec total[NP][MR][NJ];
@@ -125,6 +135,7 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
                             else
                                 step[j] =
                                     Ops::byte_mask(Ops::template shift_right<t * layout::byte_bits>(codes[j]), mask);
+                            if constexpr (DecodesCodes<Epilogue>) step[j] = Ops::lookup16(table, step[j]);
                         });
                         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
                             const vec quad = Ops::broadcast32(group_quads + ((w * S + t) * MR + m) * 4);

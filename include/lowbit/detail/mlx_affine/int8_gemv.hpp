@@ -31,11 +31,11 @@
 #include "../../formats/mlx_affine.hpp"
 #include "../arch/int8.hpp"
 #include "../gemm/group_sums.hpp"
+#include "../gemm/int8_quantize_x.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "int8_quantize_x.hpp"
 #include "packing.hpp"
 
 LOWBIT_BEGIN_NAMESPACE

@@ -1,7 +1,6 @@
 // The MLX affine format's side of the int8 GEMM (docs/numerics.md N11; layout in gemm/int8_panels.hpp):
-// its activations quantized per row and weight group and packed into row blocks, and its weight rows
-// packed into panels (the MLX words themselves for 2, 4 and 8 bits, codes unpacked to bytes for 3, 5 and
-// 6), per call or once per layer.
+// its weight rows packed into panels (the MLX words themselves for 2, 4 and 8 bits, codes unpacked to
+// bytes for 3, 5 and 6), per call or once per layer. Its activations: gemm/int8_activations.hpp.
 #pragma once
 
 #include "../config.hpp"
@@ -14,53 +13,14 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
-#include "../gemm/group_sums.hpp"
+#include "../gemm/int8_driver.hpp"
 #include "../gemm/int8_panels.hpp"
 #include "../gemm/int8_weight_panels.hpp"
 #include "../quantized_view.hpp"
-#include "../threading/parallel.hpp"
-#include "int8_quantize_x.hpp"
 #include "packing.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
-
-/// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel; rows split across
-/// threads (each row's work is independent, so the result does not depend on the thread count).
-template <class Arch, int GroupSize, int Bits>
-Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
-    using layout = Int8PanelLayout<GroupSize, Bits>;
-    constexpr int S = layout::steps;
-    Int8RowBlocks blocks;
-    blocks.split(M, MR);
-    blocks.quads_per_row = K / 4;
-    blocks.groups = K / GroupSize;
-    blocks.quads.resize(static_cast<std::size_t>(M * K));
-    blocks.a.resize(static_cast<std::size_t>(M * blocks.groups));
-    blocks.x_sum.resize(static_cast<std::size_t>(M * blocks.groups));
-    const Eigen::Index groups = blocks.groups, words = layout::words(K);
-    parallel_for(static_cast<std::size_t>(blocks.count), 1, [&](std::size_t begin, std::size_t end) {
-        std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
-        std::vector<float> a(static_cast<std::size_t>(groups)), sums(static_cast<std::size_t>(groups));
-        for (auto block = static_cast<Eigen::Index>(begin); block < static_cast<Eigen::Index>(end); ++block) {
-            const Eigen::Index r_count = blocks.rows(block), m0 = blocks.first_row(block);
-            std::int8_t* quads = blocks.quads.data() + m0 * K;
-            float* a_out = blocks.a.data() + m0 * groups;
-            float* sum_out = blocks.x_sum.data() + m0 * groups;
-            for (Eigen::Index r = 0; r < r_count; ++r) {
-                const float* row = x + (m0 + r) * x_stride;
-                quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), a.data());
-                group_sums<Arch, GroupSize>(row, K, 1, K, sums.data());
-                for (Eigen::Index g = 0; g < groups; ++g) {
-                    a_out[g * r_count + r] = a[static_cast<std::size_t>(g)];
-                    sum_out[g * r_count + r] = sums[static_cast<std::size_t>(g)];
-                }
-                pack_row_quads<S>(xq.data(), words, r, r_count, quads);
-            }
-        }
-    });
-    return blocks;
-}
 
 /// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel (panel_units(K, NR)
 /// units at `panel`, the record layout above). `unpacked` is scratch of NR * K bytes (used for 3, 5 and
@@ -97,16 +57,9 @@ template <class Ops, int NR, int GroupSize, int Bits>
 Int8WeightPanels pack_weight_panels_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     static_assert(layout::packed, "pack_weight_panels_int8: 3, 5 and 6 bits unpack codes per call instead");
-    Int8WeightPanels all;
-    all.columns = NR;
-    all.panels = (q.rows() + NR - 1) / NR;
-    all.panel_units = layout::panel_units(q.cols(), NR);
-    all.units.resize(static_cast<std::size_t>(all.panels * all.panel_units));
-    parallel_for(static_cast<std::size_t>(all.panels), 1, [&](std::size_t begin, std::size_t end) {
-        for (auto p = static_cast<Eigen::Index>(begin); p < static_cast<Eigen::Index>(end); ++p)
-            pack_weight_panel_int8<Ops, NR>(q, p * NR, all.units.data() + p * all.panel_units, nullptr);
+    return pack_all_int8_panels<NR, GroupSize, Bits, 2>(q.rows(), q.cols(), [&](Eigen::Index n0, std::uint32_t* panel) {
+        pack_weight_panel_int8<Ops, NR>(q, n0, panel, nullptr);
     });
-    return all;
 }
 
 }  // namespace detail::kernels

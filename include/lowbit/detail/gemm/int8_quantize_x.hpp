@@ -26,7 +26,8 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
     for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
         const float* group = x + g * GroupSize;
         batch largest(0.0f);
-        for (Eigen::Index k = 0; k < GroupSize; k += W) largest = xsimd::max(largest, xsimd::abs(batch::load_unaligned(group + k)));
+        for (Eigen::Index k = 0; k < GroupSize; k += W)
+            largest = xsimd::max(largest, xsimd::abs(batch::load_unaligned(group + k)));
         const float scale = simd::reduce_max(largest) / 127.0f;
         a[g] = scale;
         std::int8_t* out = xq + g * GroupSize;
@@ -36,7 +37,8 @@ void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, 
         }
         const batch divisor(scale), high(127.0f), low(-127.0f);
         for (Eigen::Index k = 0; k < GroupSize; k += W) {
-            const batch code = xsimd::min(xsimd::max(simd::nearbyint(simd::div(batch::load_unaligned(group + k), divisor)), low), high);
+            const batch code = xsimd::min(
+                xsimd::max(simd::nearbyint(simd::div(batch::load_unaligned(group + k), divisor)), low), high);
             simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), out + k);
         }
     }

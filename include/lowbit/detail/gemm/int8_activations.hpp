@@ -1,0 +1,78 @@
+// The activations of the int8-activation GEMM (docs/numerics.md N11; layout in int8_panels.hpp),
+// quantized per row and weight group and packed into row blocks, with the per-group sums the format's
+// epilogue needs: MLX affine the f32 sums of x (its bias term), the formats whose codes the panels hold
+// offset by a constant (mxfp4: mxfp4/int8_gemm.hpp) the int32 sums of the quantized codes.
+#pragma once
+
+#include "../config.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../threading/parallel.hpp"
+#include "group_sums.hpp"
+#include "int8_panels.hpp"
+#include "int8_quantize_x.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+/// The per-group row sums an epilogue reads: Int8RowBlocks::x_sum (f32, sum of x) or code_sums
+/// (int32, sum of the quantized codes xq).
+enum class Int8RowSums { x, codes };
+
+/// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel, S codes per panel
+/// byte (Int8PanelLayout::steps); rows split across threads (each row's work is independent, so the
+/// result does not depend on the thread count).
+template <class Arch, int GroupSize, int S, Int8RowSums Sums>
+Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
+    Int8RowBlocks blocks;
+    blocks.split(M, MR);
+    blocks.quads_per_row = K / 4;
+    blocks.groups = K / GroupSize;
+    blocks.quads.resize(static_cast<std::size_t>(M * K));
+    blocks.a.resize(static_cast<std::size_t>(M * blocks.groups));
+    if constexpr (Sums == Int8RowSums::x) {
+        blocks.x_sum.resize(static_cast<std::size_t>(M * blocks.groups));
+    } else {
+        blocks.sum_groups = blocks.groups;
+        blocks.code_sums.resize(static_cast<std::size_t>(M * blocks.groups));
+    }
+    const Eigen::Index groups = blocks.groups, words = K / (4 * S);
+    parallel_for(static_cast<std::size_t>(blocks.count), 1, [&](std::size_t begin, std::size_t end) {
+        std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
+        std::vector<float> a(static_cast<std::size_t>(groups)), sums(static_cast<std::size_t>(groups));
+        for (auto block = static_cast<Eigen::Index>(begin); block < static_cast<Eigen::Index>(end); ++block) {
+            const Eigen::Index r_count = blocks.rows(block), m0 = blocks.first_row(block);
+            std::int8_t* quads = blocks.quads.data() + m0 * K;
+            float* a_out = blocks.a.data() + m0 * groups;
+            for (Eigen::Index r = 0; r < r_count; ++r) {
+                const float* row = x + (m0 + r) * x_stride;
+                quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), a.data());
+                for (Eigen::Index g = 0; g < groups; ++g) a_out[g * r_count + r] = a[static_cast<std::size_t>(g)];
+                if constexpr (Sums == Int8RowSums::x) {
+                    group_sums<Arch, GroupSize>(row, K, 1, K, sums.data());
+                    float* sum_out = blocks.x_sum.data() + m0 * groups;
+                    for (Eigen::Index g = 0; g < groups; ++g)
+                        sum_out[g * r_count + r] = sums[static_cast<std::size_t>(g)];
+                } else {
+                    std::int32_t* sum_out = blocks.code_sums.data() + m0 * groups;
+                    for (Eigen::Index g = 0; g < groups; ++g) {
+                        std::int32_t sum = 0;  // |sum| <= 127 * GroupSize
+                        for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k)
+                            sum += xq[static_cast<std::size_t>(k)];
+                        sum_out[g * r_count + r] = sum;
+                    }
+                }
+                pack_row_quads<S>(xq.data(), words, r, r_count, quads);
+            }
+        }
+    });
+    return blocks;
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE

@@ -1,0 +1,131 @@
+// The int8-activation GEMM on mxfp4 codes (docs/numerics.md N11) on the shared driver and microkernel
+// (gemm/int8_driver.hpp, gemm/int8_ukernel.hpp). The panels hold the MLX words as they are (4-bit
+// codes, S = 2 steps per byte) and one parameter slot per group, the group's scale 2^(e - 128) as a
+// float (Mxfp4::group_scale). The dot multiplies unsigned bytes, so the microkernel decodes each code
+// through a 16-byte table to u = Mxfp4::value(code) + 12, in [0, 24]; the epilogue takes 12 times the
+// group's sum of activation codes back off, which leaves the reference's isum exactly:
+//   isum = sum_k u_k xq_k - 12 sum_k xq_k   (int32: |sum u xq| <= 24 * 127 * 32)
+//   total = fma(fl(s * a), float(isum), total)   per group, in group order (N11, no bias term).
+#pragma once
+
+#include "../config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "../../formats/mxfp4.hpp"
+#include "../gemm/int8_activations.hpp"
+#include "../gemm/int8_driver.hpp"
+#include "../gemm/int8_panels.hpp"
+#include "../gemm/int8_ukernel.hpp"
+#include "../quantized_view.hpp"
+#include "../unroll.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail::kernels {
+
+/// The mxfp4 epilogue (the contract in gemm/int8_ukernel.hpp): one parameter slot (the group scale),
+/// codes decoded through code_table, the offset removed with the row's code sums.
+struct Mxfp4Int8Epilogue {
+    static constexpr int param_slots = 1;
+    static constexpr bool integer_total = false;
+    static constexpr std::int32_t offset = 12;  ///< u = value + offset >= 0 for every code
+    static constexpr std::array<std::uint8_t, 16> code_table = [] {
+        std::array<std::uint8_t, 16> table{};
+        for (std::uint32_t code = 0; code < 16; ++code)
+            table[code] = static_cast<std::uint8_t>(static_cast<std::int32_t>(Mxfp4::value(code)) + offset);
+        return table;
+    }();
+    static_assert(code_table[7] == 24 && code_table[15] == 0, "Mxfp4Int8Epilogue: u in [0, 24], exact in the dot");
+
+    template <class Ops, int MR, int NJ>
+    LOWBIT_ALWAYS_INLINE static void group(const Int8BlockData& rows, Eigen::Index g, const float* params,
+                                           const typename Ops::vec (&acc)[MR][NJ], typename Ops::fvec (&total)[MR][NJ],
+                                           typename Ops::vec (&)[MR][NJ]) {
+        using fvec = typename Ops::fvec;
+        using vec = typename Ops::vec;
+        constexpr int L = Ops::lanes;
+        fvec s[NJ];
+        static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { s[j] = Ops::fload(params + j * L); });
+        static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
+            const fvec scale = Ops::fbroadcast(rows.a[g * MR + m]);
+            const vec removed = Ops::set1(offset * rows.code_sums[g * MR + m]);
+            static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                total[m][j] =
+                    Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(Ops::sub(acc[m][j], removed)), total[m][j]);
+            });
+        });
+    }
+    template <class Ops, int MR, int NJ>
+    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
+                                     const typename Ops::vec (&)[MR][NJ]) const {}
+    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
+        std::copy(tile_row, tile_row + columns, out);
+    }
+};
+
+using Mxfp4Int8Layout = Int8PanelLayout<Mxfp4::group_size, Mxfp4::bits, Mxfp4Int8Epilogue::param_slots>;
+
+/// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel
+/// (Mxfp4Int8Layout::panel_units(K, NR) units): the words transposed by Ops, the scales decoded in place.
+template <class Ops, int NR>
+void pack_weight_panel_int8(const QuantizedView<Mxfp4>& q, Eigen::Index n0, std::uint32_t* panel) {
+    using layout = Mxfp4Int8Layout;
+    const Eigen::Index N = q.rows(), K = q.cols(), groups = q.groups_per_row();
+    const Eigen::Index rows = std::min<Eigen::Index>(NR, N - n0);
+    const std::uint8_t* code_rows[NR];
+    for (Eigen::Index r = 0; r < rows; ++r) code_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.codes(n0 + r, 0));
+    constexpr Eigen::Index record = layout::record_units(NR);
+    transpose_to_panel_int8<Ops, NR>(code_rows, rows, layout::words(K), layout::words_per_group, record, panel);
+    for (Eigen::Index g = 0; g < groups; ++g) {
+        std::uint32_t* slot = panel + g * record + layout::scales_offset(NR);
+        for (Eigen::Index r = 0; r < NR; ++r)
+            slot[r] = r < rows ? std::bit_cast<std::uint32_t>(Mxfp4::group_scale(q.scales(n0 + r, g))) : 0u;
+    }
+}
+
+/// Every panel of q, once for a layer (Int8PanelCache); threads over panels.
+template <class Ops, int NR>
+Int8WeightPanels pack_weight_panels_int8(const QuantizedView<Mxfp4>& q) {
+    return pack_all_int8_panels<NR, Mxfp4::group_size, Mxfp4::bits, Mxfp4Int8Epilogue::param_slots>(
+        q.rows(), q.cols(),
+        [&](Eigen::Index n0, std::uint32_t* panel) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); });
+}
+
+/// Activations of x [M, K] (finite) for the mxfp4 tiles: codes, scales and code sums per group.
+template <class Arch, class Ops>
+Int8RowBlocks pack_mxfp4_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
+    return pack_activations_int8<Arch, Mxfp4::group_size, Mxfp4Int8Layout::steps, Int8RowSums::codes>(
+        x, x_stride, M, K, Int8TileShape<Ops>::rows);
+}
+
+/// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (row stride x_stride, finite) and q, for any
+/// M >= 1, packing the weight panels per call.
+template <class Arch, class Ops>
+void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Mxfp4>& q, float* out,
+              Eigen::Index out_stride) {
+    constexpr int NR = Int8TileShape<Ops>::columns;
+    const Int8RowBlocks blocks = pack_mxfp4_activations_int8<Arch, Ops>(x, x_stride, M, q.cols());
+    int8_gemm_packing_panels<Ops, Mxfp4::group_size, Mxfp4::bits>(
+        blocks, q.rows(), q.cols(), 0,
+        [&](Eigen::Index n0, std::uint32_t* panel, std::uint8_t*) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); },
+        Mxfp4Int8Epilogue{}, out, out_stride);
+}
+
+/// qgemm_i8 on panels packed once (pack_weight_panels_int8 with this Ops' NR): the same tiles, so the
+/// same result.
+template <class Arch, class Ops>
+void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
+                        const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride) {
+    const Int8RowBlocks blocks = pack_mxfp4_activations_int8<Arch, Ops>(x, x_stride, M, q.cols());
+    int8_gemm_on_panels<Ops, Mxfp4::group_size, Mxfp4::bits>(blocks, panels, q.rows(), Mxfp4Int8Epilogue{}, out,
+                                                             out_stride);
+}
+
+}  // namespace detail::kernels
+LOWBIT_END_NAMESPACE
