@@ -9,8 +9,8 @@
 //
 // The matmul rows are generated from the format list (lowbit::QuantizedFormats): the headline formats
 // (q4 g64 and q8 g64) at every shared shape and in --quick, every other format at 4096 x 4096 with M =
-// 1, 8, 32 and 512 in the default run. mxfp4, not on the list yet (its f32 kernels are still the
-// reference), has its int8 rows at those shapes, compared with q4 g32's.
+// 1, 8, 32 and 512 in the default run. mxfp4, not on the list yet (its MLX IO is still to come), has
+// its rows at those shapes, compared with q4 g32's.
 //
 // For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which
 // stays in L3) and the memory-bound one ("dram") rotates over copies totalling at least 256 MiB, so every
@@ -193,21 +193,32 @@ void add_matmul_cases(Registry& registry, int threads) {
     }
 }
 
-/// The int8 rows of mxfp4 ("qmatmul mxfp4 lowbit int8"), at its format_shapes, each against the q4 g32
-/// int8 row of the same shape (the same bits per weight; ratio = q4 g32's median / mxfp4's). Its f32
-/// rows come with its f32 kernels (it then joins the format list and add_matmul_cases).
-void add_mxfp4_int8_cases(Registry& registry, int threads) {
+/// The rows of mxfp4 ("qmatmul mxfp4 lowbit" and "... int8"), at its format_shapes, each against the q4
+/// g32 row of the same kind and shape (the same 4 bits per weight and 32 per group; ratio = q4 g32's
+/// median / mxfp4's). mxfp4 joins the format list (and add_matmul_cases) with its MLX IO.
+void add_mxfp4_cases(Registry& registry, int threads) {
     for (const MatmulShape& shape : format_shapes<Mxfp4>()) {
-        Case int8;
-        int8.name = "qmatmul " + tag<Mxfp4>() + " lowbit int8";
-        int8.shape = shape.label();
-        int8.threads = threads;
-        int8.flops = shape.flops();
-        int8.bytes = packed_bytes<Mxfp4>(shape);
-        int8.baseline = "qmatmul " + tag<MlxAffine<32, 4>>() + " lowbit int8";
-        int8.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
+        Case c;
+        c.name = "qmatmul " + tag<Mxfp4>() + " lowbit";
+        c.shape = shape.label();
+        c.threads = threads;
+        c.flops = shape.flops();
+        c.bytes = packed_bytes<Mxfp4>(shape);
+        c.baseline = "qmatmul " + tag<MlxAffine<32, 4>>() + " lowbit";
+        c.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
+        c.peak_of = shape.m == 1 ? "" : peak_f32_fma_name;
+        c.slow = true;
+        c.prepare = [shape]() -> Runner {
+            auto q = std::make_shared<QuantizedMatrixOf<Mxfp4>>(random_quantized<Mxfp4>(shape.n, shape.k));
+            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
+            return [q, x] { keep(quantized_matmul(*x, *q).data()); };
+        };
+        registry.add(c);
+
+        Case int8 = c;
+        int8.name = c.name + " int8";
+        int8.baseline = c.baseline + " int8";
         int8.peak_of = shape.m == 1 ? "" : peak_int8_dot_name;
-        int8.slow = true;
         int8.prepare = [shape]() -> Runner {
             auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
             auto layer = int8_layer(random_quantized<Mxfp4>(shape.n, shape.k), *x);
@@ -225,7 +236,7 @@ void add_quantized_matmul_cases(Registry& registry) {
         add_quantize_cases<64, 8>(registry, threads);
         lowbit::detail::for_each_format(
             [&]<class Format>(std::type_identity<Format>) { add_matmul_cases<Format>(registry, threads); });
-        add_mxfp4_int8_cases(registry, threads);
+        add_mxfp4_cases(registry, threads);
     }
 }
 

@@ -44,8 +44,8 @@ using Eigen::Index;
 using lowbit::RowMatrixXf;
 namespace detail = lowbit::detail;
 
-/// The formats whose int8 kernels these tests run: every listed one, and mxfp4 (its int8 GEMM is SIMD;
-/// it joins QuantizedFormats with its f32 kernels).
+/// The formats whose int8 kernels these tests run: every listed one, and mxfp4 (it joins QuantizedFormats
+/// with its MLX IO).
 using Int8Formats = decltype(std::tuple_cat(std::declval<lowbit::QuantizedFormats>(), std::tuple<lowbit::Mxfp4>{}));
 
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it

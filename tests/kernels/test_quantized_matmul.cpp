@@ -1,22 +1,27 @@
 // Group-wise quantized matmul: every kernel of a format's compiled entry (FormatKernels<Format>::matmul:
 // reference, GEMV, batch GEMV, GEMM; one the format lacks runs as the reference) against the float
-// product x * dequantize(q)^T (evaluated in double), for every format of lowbit::QuantizedFormats,
+// product x * dequantize(q)^T (evaluated in double), for every format of lowbit::QuantizedFormats and mxfp4,
 // over every M and N around the microkernel's register block (read from QgemmF32Ukernel, so each
 // instruction set's tile is covered), K of 1..4 groups, a large K, more columns and rows than one
 // tile, and odd row strides.
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <lowbit/detail/dispatch/formats.hpp>
-#include <lowbit/detail/mlx_affine/matmul_driver.hpp>
+#include <lowbit/detail/gemm/f32_driver.hpp>
 #include <lowbit/detail/simd.hpp>
+#include <lowbit/detail/unroll.hpp>
 #include <lowbit/formats/formats.hpp>
 #include <lowbit/quantized_matrix.hpp>
 
@@ -30,6 +35,9 @@ using Eigen::Index;
 using lowbit::RowMatrixXf;
 namespace simd = lowbit::detail::simd;
 namespace kernels = lowbit::detail::kernels;
+
+/// The formats these tests run: every listed one, and mxfp4 (it joins QuantizedFormats with its MLX IO).
+using F32Formats = decltype(std::tuple_cat(std::declval<lowbit::QuantizedFormats>(), std::tuple<lowbit::Mxfp4>{}));
 
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
@@ -145,8 +153,7 @@ void sweep(std::uint64_t salt) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T", "[quantized_matmul]",
-                        lowbit::QuantizedFormats) {
+TEMPLATE_LIST_TEST_CASE("quantized matmul paths agree with x * dequantize(q)^T", "[quantized_matmul]", F32Formats) {
     sweep<TestType>(100 + 10 * TestType::bits + TestType::group_size / 32);
 }
 
@@ -159,4 +166,31 @@ TEST_CASE("the xsimd quantized matmul kernels are the ones this build runs", "[q
     UNSCOPED_INFO("qgemm register block " << kernels::QgemmF32Ukernel<simd::arch>::MR << " x "
                                            << kernels::QgemmF32Ukernel<simd::arch>::NR);
     SUCCEED();
+}
+
+TEST_CASE("mxfp4 codes in the f32 kernels: every code at every step is Mxfp4::value, -0 included",
+          "[quantized_matmul][mxfp4]") {
+    if constexpr (simd::enabled) {
+        using Codes = kernels::F32Codes<lowbit::Mxfp4>;
+        using ubatch = xsimd::batch<std::uint32_t, simd::arch>;
+        using fbatch = xsimd::batch<float, simd::arch>;
+        constexpr std::size_t W = fbatch::size;
+        auto bits_of = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+        for (std::uint32_t code = 0; code < 16; ++code) {
+            INFO("code " << code);
+            const std::uint32_t expected = bits_of(lowbit::Mxfp4::value(code));
+            // The other nibbles hold other codes (all ones, or the code's complement), which a step ignores.
+            for (const std::uint32_t others : {0u, 0xFFFFFFFFu, 0x5A5A5A5Au}) {
+                alignas(64) std::array<float, W> lanes{};
+                lowbit::detail::static_for<8>([&](auto step) {
+                    constexpr int t = decltype(step)::value;
+                    const std::uint32_t word = (others & ~(0xFu << (4 * t))) | code << (4 * t);
+                    Codes::step<simd::arch, t>(ubatch(word)).store_aligned(lanes.data());
+                    for (const float lane : lanes) CHECK(bits_of(lane) == expected);
+                });
+                Codes::value<simd::arch>(ubatch((others & ~0xFu) | code)).store_aligned(lanes.data());
+                for (const float lane : lanes) CHECK(bits_of(lane) == expected);
+            }
+        }
+    }
 }

@@ -12,13 +12,14 @@
 #include <Eigen/Core>
 
 #include "../../formats/mlx_affine.hpp"
+#include "../gemm/f32_driver.hpp"
 #include "../gemm/int8_matmul_reference.hpp"
 #include "../gemm/int8_weight_panels.hpp"
 #include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
+#include "../mlx_affine/f32_codes.hpp"
 #include "../mlx_affine/int8_gemm.hpp"
 #include "../mlx_affine/int8_gemv.hpp"
-#include "../mlx_affine/matmul_driver.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "format_kernels.hpp"

@@ -1,6 +1,6 @@
 // dispatch/: the matmul on mxfp4 codes. run_quantized_matmul and run_quantized_matmul_int8 below are
-// what FormatKernels<Mxfp4> calls (format_kernels.hpp). The f32 matmul runs as the format-generic scalar
-// reference for now (gemm/matmul_reference.hpp); the int8 matmul is the panel GEMM of mxfp4/int8_gemm.hpp.
+// what FormatKernels<Mxfp4> calls (format_kernels.hpp): the format-generic f32 kernels of gemm/ on
+// mxfp4's code decode (mxfp4/f32_codes.hpp), and the int8 panel GEMM of mxfp4/int8_gemm.hpp.
 #pragma once
 
 #include "../config.hpp"
@@ -11,10 +11,12 @@
 #include <Eigen/Core>
 
 #include "../../formats/mxfp4.hpp"
+#include "../gemm/f32_driver.hpp"
 #include "../gemm/int8_matmul_reference.hpp"
 #include "../gemm/int8_weight_panels.hpp"
 #include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
+#include "../mxfp4/f32_codes.hpp"
 #include "../mxfp4/int8_gemm.hpp"
 #include "../mxfp4/quantize.hpp"
 #include "../quantized_view.hpp"
@@ -24,10 +26,32 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// FormatKernels::matmul of mxfp4 (contract there): the reference for every `kernel`.
-inline KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                                      const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride,
-                                      MatmulKernel /*kernel*/) {
+/// FormatKernels::matmul of mxfp4 (contract there): the f32 kernels of gemm/f32_driver.hpp on mxfp4's
+/// codes (mxfp4/f32_codes.hpp), chosen as for MLX affine's whole-word formats: the GEMV at M = 1, the
+/// batch GEMV up to QgemvF32Batch::max_m rows, the panel GEMM above; the reference without SIMD (Arch
+/// void: a template, so that the SIMD branches are discarded then).
+template <class Arch = dispatch_arch>
+KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Mxfp4>& q,
+                               float* out, Eigen::Index out_stride, MatmulKernel kernel) {
+    if constexpr (!std::is_same_v<Arch, void>) {
+        if (kernel == MatmulKernel::automatic) {
+            if (M == 1) kernel = MatmulKernel::gemv;
+            else if (M <= kernels::QgemvF32Batch<Arch>::max_m) kernel = MatmulKernel::batch;
+            else kernel = MatmulKernel::gemm;
+        }
+        if (kernel == MatmulKernel::gemv) {
+            for (Eigen::Index m = 0; m < M; ++m) kernels::qgemv_f32<Arch>(x + m * x_stride, q, out + m * out_stride);
+            return {KernelOp::matmul_f32_gemv, KernelPath::simd};
+        }
+        if (kernel == MatmulKernel::batch) {
+            kernels::qgemv_f32_batch<Arch>(x, x_stride, M, q, out, out_stride);
+            return {KernelOp::matmul_f32_batch, KernelPath::simd};
+        }
+        if (kernel == MatmulKernel::gemm) {
+            kernels::qgemm_f32<Arch>(x, x_stride, M, q, out, out_stride);
+            return {KernelOp::matmul_f32_gemm, KernelPath::simd};
+        }
+    }
     reference::quantized_matmul(x, x_stride, M, q, out, out_stride);
     return {M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference};
 }

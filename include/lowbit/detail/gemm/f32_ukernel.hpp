@@ -1,5 +1,5 @@
 // QgemmF32Ukernel: the register-blocked microkernel of the f32 GEMM on codes a format has unpacked and
-// scaled into a float panel (MLX affine: mlx_affine/qgemm_panel.hpp), any xsimd Arch. It runs over a slice of
+// scaled into a float panel (f32_panel.hpp), any xsimd Arch. It runs over a slice of
 // groups: out = (first ? 0 : out) + sum_k x * fl(s * q) + sum_g sum(x) * b. f32 accumulation, no
 // integer arithmetic.
 #pragma once
@@ -42,7 +42,7 @@ struct QgemmF32Ukernel {
     template <int GroupSize>
     static constexpr Index slice_groups = KC / GroupSize > 0 ? KC / GroupSize : 1;
 
-    /// One Rows x NR register block over `groups` groups of one panel block (qgemm_panel.hpp's layout):
+    /// One Rows x NR register block over `groups` groups of one panel block (f32_panel.hpp's layout):
     ///   out = (first ? 0 : out) + sum over the groups' k of x * fl(s * q) + sum over the groups of sum(x) * b,
     /// accumulated in that order (per group its GroupSize codes, then its bias row). x_block: the block's
     /// rows of x packed as the panel block is (pack_x_block: per group GroupSize steps of x, then one of

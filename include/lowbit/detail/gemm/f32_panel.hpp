@@ -1,6 +1,7 @@
 // qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
-// into a float panel block with the columns' biases, for QgemmF32Ukernel. Vector unpack for Bits in
-// {2, 4, 8}, the scalar block unpacker otherwise. The driver builds one block at a time, right before
+// into a float panel block with the columns' biases (zeros in a format without biases), for
+// QgemmF32Ukernel, any format (values by F32Codes<Format> and Format::value, scales by
+// Format::group_scale). Vector unpack for codes in whole words, the scalar block unpacker otherwise. The driver builds one block at a time, right before
 // its register blocks read it, or (fuses_panel_build) unpacks it word by word inside the last register
 // block over the block before, in place. The scales and biases are turned into rows once per tile of
 // NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group
@@ -18,17 +19,18 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
-#include "../gemm/f32_ukernel.hpp"
-#include "../gemm/group_sums.hpp"
+#include "f32_codes.hpp"
+#include "f32_ukernel.hpp"
+#include "group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
-#include "packing.hpp"
+#include "../mlx_affine/packing.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -48,14 +50,14 @@ constexpr Index panel_floats(Index groups) noexcept {
 }
 
 /// Whether build_panel uses its words_t scratch (the formats whose codes fill whole words).
-template <int GroupSize, int Bits>
-inline constexpr bool panel_transposes_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
+template <class Format>
+inline constexpr bool panel_transposes_words = Format::codes_in_whole_words;
 
 /// Whether qgemm_f32 unpacks the next panel block inside the last register block over this one
 /// (unpack_panel_word between its steps): the formats whose codes fill whole words, where the registers
 /// hold the register block and the unpacking both (32 vector registers: AVX-512).
-template <class Arch, int GroupSize, int Bits>
-inline constexpr bool fuses_panel_build = panel_transposes_words<GroupSize, Bits> && QgemmF32Ukernel<Arch>::W >= 16;
+template <class Arch, class Format>
+inline constexpr bool fuses_panel_build = panel_transposes_words<Format> && QgemmF32Ukernel<Arch>::W >= 16;
 
 /// out[c * out_stride + r] = src[r * src_stride + c] for r < rows, c < cols (32-bit elements): squares of
 /// W x W through simd::transpose_words, the row and column tails element by element. Each square's rows
@@ -91,16 +93,16 @@ void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* 
 ///     scales_t[g * NC + c] = scale of group g in column n0 + c (zero from column nc on), all groups;
 ///   words_t (panel_transposes_words): one panel block's code words turned into columns,
 ///     words_t[w * NR + j] = word w of the slice in column j (zero from column nc on).
-template <class Arch, int GroupSize, int Bits>
+template <class Arch, class Format>
 struct PanelScratch {
     template <class T>
     using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, Arch::alignment()>>;
     static constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
-    static constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
+    static constexpr int words_per_group = Format::words_per_group;
 
     PanelScratch(Index groups, Index slice_groups)
         : scales_t(static_cast<std::size_t>(groups * NC)), biases_t(static_cast<std::size_t>(groups * NC)),
-          words_t(panel_transposes_words<GroupSize, Bits>
+          words_t(panel_transposes_words<Format>
                       ? static_cast<std::size_t>(slice_groups * words_per_group * NR)
                       : 0) {}
     aligned_vector<float> scales_t, biases_t;
@@ -109,27 +111,34 @@ struct PanelScratch {
 
 /// Fills scratch.scales_t and biases_t for the tile of columns [n0, n0 + nc), nc <= NC (once per tile:
 /// the panel blocks of every slice read their scales and biases from there).
-template <class Arch, int GroupSize, int Bits>
-void gather_tile_scales(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n0, Index nc,
-                        PanelScratch<Arch, GroupSize, Bits>& scratch) {
+template <class Arch, class Format>
+void gather_tile_scales(const QuantizedView<Format>& q, Index n0, Index nc,
+                        PanelScratch<Arch, Format>& scratch) {
     constexpr Index NC = QgemmF32Ukernel<Arch>::NC;
     const Index groups = q.scales.cols();
-    transpose_block<Arch>(&q.scales(n0, 0), groups, nc, groups, scratch.scales_t.data(), NC, 0);
-    transpose_block<Arch>(&q.biases(n0, 0), groups, nc, groups, scratch.biases_t.data(), NC, 0);
+    if constexpr (std::is_same_v<typename Format::scale_type, float>) {
+        transpose_block<Arch>(&q.scales(n0, 0), groups, nc, groups, scratch.scales_t.data(), NC, 0);
+    } else {  // stored scales decoded (Format::group_scale) once per tile
+        for (Index c = 0; c < nc; ++c)
+            for (Index g = 0; g < groups; ++g)
+                scratch.scales_t[static_cast<std::size_t>(g * NC + c)] = Format::group_scale(q.scales(n0 + c, g));
+    }
+    if constexpr (Format::has_biases)
+        transpose_block<Arch>(&q.biases(n0, 0), groups, nc, groups, scratch.biases_t.data(), NC, 0);
     for (Index g = 0; g < groups; ++g)
-        for (Index c = nc; c < NC; ++c) {
-            scratch.scales_t[static_cast<std::size_t>(g * NC + c)] = 0.0f;
+        for (Index c = Format::has_biases ? nc : 0; c < NC; ++c) {
+            if (c >= nc) scratch.scales_t[static_cast<std::size_t>(g * NC + c)] = 0.0f;
             scratch.biases_t[static_cast<std::size_t>(g * NC + c)] = 0.0f;
         }
 }
 
 /// Fills scratch.words_t with the code words of groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <=
 /// NR (panel_transposes_words), prefetching the same columns' next slice.
-template <class Arch, int GroupSize, int Bits>
-void gather_panel_words(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index g0, Index groups, Index n0, Index nc,
-                        PanelScratch<Arch, GroupSize, Bits>& scratch) {
+template <class Arch, class Format>
+void gather_panel_words(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc,
+                        PanelScratch<Arch, Format>& scratch) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
-    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
+    constexpr int words_per_group = Format::words_per_group;
     const Index slice_words = groups * words_per_group;
     transpose_block<Arch>(&q.codes(n0, g0 * words_per_group), q.codes.cols(), nc, slice_words,
                           scratch.words_t.data(), NR, slice_words);
@@ -146,15 +155,16 @@ struct PanelBlockScales {
 
 /// The panel rows of code word w of group i of the slice (rows w * codes_per_word ..), fl(s * q) for all
 /// NR columns, W per vector, from scratch.words_t (panel_transposes_words).
-template <class Arch, int GroupSize, int Bits>
-LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, GroupSize, Bits>& scratch,
+template <class Arch, class Format>
+LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Format>& scratch,
                                                    PanelBlockScales block, Index i, int w, float* panel) {
-    static_assert(panel_transposes_words<GroupSize, Bits>, "unpack_panel_word: codes must fill whole words");
+    static_assert(panel_transposes_words<Format>, "unpack_panel_word: codes must fill whole words");
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
     constexpr Index W = static_cast<Index>(ubatch::size);
-    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group, codes_per_word = 32 / Bits;
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
+    constexpr int words_per_group = Format::words_per_group, codes_per_word = 32 / Bits;
     const ubatch mask((std::uint32_t{1} << Bits) - 1);
     static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
         constexpr Index j = decltype(column_vector)::value * W;
@@ -163,7 +173,7 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Grou
         static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
             constexpr int t = decltype(step)::value;
             const ubatch code = (words >> (t * Bits)) & mask;
-            (xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code)) * scales)
+            (F32Codes<Format>::template value<Arch>(code) * scales)
                 .store_aligned(panel + panel_offset<Arch, GroupSize>(i, w * codes_per_word + t, j));
         });
     });
@@ -184,24 +194,27 @@ LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Inde
 /// biases; columns nc .. NR-1 are zero. Scales and biases from block (gather_tile_scales). Vector unpack
 /// for the formats whose codes fill whole words (gather_panel_words, then unpack_panel_word for every
 /// word), the scalar block unpacker otherwise.
-template <class Arch, int GroupSize, int Bits>
-void build_panel(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index g0, Index groups, Index n0, Index nc,
-                 float* panel, PanelScratch<Arch, GroupSize, Bits>& scratch, PanelBlockScales block) {
+template <class Arch, class Format>
+void build_panel(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc,
+                 float* panel, PanelScratch<Arch, Format>& scratch, PanelBlockScales block) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
-    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
-    if constexpr (panel_transposes_words<GroupSize, Bits>) gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
+    constexpr int GroupSize = Format::group_size;
+    constexpr int words_per_group = Format::words_per_group;
+    if constexpr (panel_transposes_words<Format>) gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
     for (Index i = 0; i < groups; ++i) {
-        if constexpr (panel_transposes_words<GroupSize, Bits>) {
+        if constexpr (panel_transposes_words<Format>) {
             for (int w = 0; w < words_per_group; ++w) unpack_panel_word<Arch>(scratch, block, i, w, panel);
         } else {
             // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
             std::array<float, GroupSize> codes{};
             for (Index j = 0; j < NR; ++j) {
-                if (j < nc) unpack_codes<Bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
+                if (j < nc)
+                    unpack_codes<Format::bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
                 else codes.fill(0.0f);
                 const float scale = block.scales[i * NC + j];
                 for (int k = 0; k < GroupSize; ++k)
-                    panel[panel_offset<Arch, GroupSize>(i, k, j)] = scale * codes[static_cast<std::size_t>(k)];
+                    panel[panel_offset<Arch, GroupSize>(i, k, j)] =
+                        scale * Format::value(static_cast<std::uint32_t>(codes[static_cast<std::size_t>(k)]));
             }
         }
         store_panel_biases<Arch, GroupSize>(block, i, panel);

@@ -1,14 +1,16 @@
-// qgemv_f32: out[n] = x * dequantize(q)^T for ONE row x (M = 1), f32 activations on MLX affine codes,
-// Bits in {2, 4, 8}, any xsimd Arch (W float lanes). Kernel only; the threaded driver is
-// matmul_driver.hpp.
+// qgemv_f32: out[n] = x * dequantize(q)^T for ONE row x (M = 1), f32 activations on the packed codes of
+// any format whose codes fill whole words (MLX affine 2, 4 and 8 bits, mxfp4), any xsimd Arch (W float
+// lanes). Kernel only; the threaded driver is f32_driver.hpp.
 //
 // It streams each packed row once. x is first permuted (x_lanes) so that lane i of code-step t in chunk
-// c of W words is code (c*W + i) * (32/Bits) + t: a chunk is loaded as one uint32 batch and each step is
-// one mask, one int->float conversion and one fma. Step t keeps its code in place (q << t*Bits) and
-// x_lanes holds x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-102 in
-// magnitude, and saves the shift. Rows are taken one at a time (one sequential stream of codes), four
-// chunks in flight. A lane's group is fixed within a chunk, so s is applied per lane once per chunk.
-// Per group: s * sum(x q) + b * sum(x), f32 accumulation; codes < 2^8, no integer accumulation.
+// c of W words is code (c*W + i) * (32/Bits) + t: a chunk is loaded as one uint32 batch and each step
+// turns its codes into values (F32Codes<Format>::step, f32_codes.hpp) for one fma. MLX affine's step is
+// one mask and one int->float conversion: it keeps its code in place (q << t*Bits) and x_lanes holds
+// x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-102 in magnitude, and
+// saves the shift. Rows are taken one at a time (one sequential stream of codes), four chunks in
+// flight. A lane's group is fixed within a chunk, so s (Format::group_scale) is applied per lane once
+// per chunk. Per group: s * sum(x q) (+ b * sum(x) with biases), f32 accumulation; no integer
+// accumulation.
 #pragma once
 
 #include "../config.hpp"
@@ -22,8 +24,8 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
-#include "../gemm/group_sums.hpp"
+#include "f32_codes.hpp"
+#include "group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
@@ -33,50 +35,31 @@ namespace detail::kernels {
 
 using Index = Eigen::Index;
 
-/// x rearranged for qgemv (see the top of this file): size chunks * (32/Bits) * W.
-template <class Arch, int Bits>
+/// x rearranged for qgemv (see the top of this file): size chunks * (32/Bits) * W, times the format's
+/// x_lanes_scale per code step (F32Codes).
+template <class Arch, class Format>
 void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
-    constexpr Index codes_per_word = 32 / Bits;
+    constexpr Index codes_per_word = 32 / Format::bits;
     const Index chunks = (K / codes_per_word) / W;
     for (Index c = 0; c < chunks; ++c)
         for (Index t = 0; t < codes_per_word; ++t) {
-            // The last step shifts its code down instead of masking in place (it would not fit an int32).
-            const float unscale = t + 1 == codes_per_word ? 1.0f : std::ldexp(1.0f, -static_cast<int>(t * Bits));
+            const float unscale = F32Codes<Format>::x_lanes_scale(static_cast<int>(t));
             for (Index i = 0; i < W; ++i)
                 x_lanes[(c * codes_per_word + t) * W + i] = x[(c * W + i) * codes_per_word + t] * unscale;
         }
 }
 
-/// Code step t of a chunk's words as floats: the code masked in place (q * 2^(t*Bits), exact), or for
-/// the last step shifted down (it would not fit an int32 in place); x_lanes undoes the scaling.
-template <class Arch, int Bits, int Step>
-LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> code_step(const xsimd::batch<std::uint32_t, Arch>& words) {
-    using ubatch = xsimd::batch<std::uint32_t, Arch>;
-    constexpr int codes_per_word = 32 / Bits;
-    ubatch code;
-    if constexpr (Step + 1 == codes_per_word) code = words >> (32 - Bits);
-    else code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
-#if defined(__AVX512F__)
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        // The masked form: xsimd 13's conversion starts from an undefined register that GCC 12 reports
-        // as uninitialized once inlined here (GCC bug 105593; see x86_avx512.hpp).
-        const __m512i codes = simd::bit_cast<std::int32_t>(code);
-        return xsimd::batch<float, Arch>(_mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), codes));
-    }
-#endif
-    return xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(code));
-}
-
 /// The per-lane group scales of one chunk of W words (lane i's group is fixed within a chunk; see the
 /// top of this file): a broadcast when the chunk lies in one group, half-broadcasts for two, selects
 /// for more.
-template <class Arch, int GroupSize, int Bits>
+template <class Arch, class Format>
 class ChunkScales {
 public:
     using fbatch = xsimd::batch<float, Arch>;
+    using scale_type = typename Format::scale_type;
     static constexpr int W = static_cast<int>(fbatch::size);
-    static constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
+    static constexpr int words_per_group = Format::words_per_group;
     // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
     static constexpr int groups_per_chunk = W > words_per_group ? W / words_per_group : 1;
     static constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
@@ -91,18 +74,25 @@ public:
         }
     }
 
-    /// Lane i: the scale of the group of lane i of chunk `chunk` of the row whose scales are scale_row.
-    LOWBIT_ALWAYS_INLINE fbatch operator()(const float* scale_row, Index chunk) const {
+    /// Lane i: the scale (Format::group_scale) of the group of lane i of chunk `chunk` of the row whose
+    /// stored scales are scale_row.
+    LOWBIT_ALWAYS_INLINE fbatch operator()(const scale_type* scale_row, Index chunk) const {
         if constexpr (groups_per_chunk == 1) {
-            return fbatch(scale_row[chunk / chunks_per_group]);
+            return fbatch(Format::group_scale(scale_row[chunk / chunks_per_group]));
         } else if constexpr (groups_per_chunk == 2) {
-            return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
+            if constexpr (std::is_same_v<scale_type, float>) {
+                return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
+            } else {
+                const float pair[2] = {Format::group_scale(scale_row[chunk * 2]),
+                                       Format::group_scale(scale_row[chunk * 2 + 1])};
+                return simd::broadcast_halves<Arch>(pair);
+            }
         } else {
-            const float* s = scale_row + chunk * groups_per_chunk;
-            fbatch scales(s[0]);
+            const scale_type* s = scale_row + chunk * groups_per_chunk;
+            fbatch scales(Format::group_scale(s[0]));
             static_for<groups_per_chunk - 1>([&](auto j) {
                 constexpr int group = decltype(j)::value + 1;
-                scales = xsimd::select(lane_in_group_[group], fbatch(s[group]), scales);
+                scales = xsimd::select(lane_in_group_[group], fbatch(Format::group_scale(s[group])), scales);
             });
             return scales;
         }
@@ -113,32 +103,39 @@ private:
     std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group_{};
 };
 
-/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q) plus
-/// sum_g b[n, g] * x_sum[g] (vectorised: a serial scalar loop is a dependency chain as long as the row
-/// has groups, which holds up the next row) plus the codes of the words from `tail_word` on (those
-/// after the last whole chunk, when a row has fewer than W words left over), in scalar code.
-template <class Arch, int GroupSize, int Bits>
-LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total,
-                                             const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n,
+/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q) plus, in a
+/// format with biases, sum_g b[n, g] * x_sum[g] (vectorised: a serial scalar loop is a dependency chain
+/// as long as the row has groups, which holds up the next row) plus the codes of the words from
+/// `tail_word` on (those after the last whole chunk, when a row has fewer than W words left over), in
+/// scalar code.
+template <class Arch, class Format>
+LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedView<Format>& q, Index n,
                                              const float* x_sum, const float* x, Index tail_word) {
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr Index W = static_cast<Index>(fbatch::size);
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     constexpr int codes_per_word = 32 / Bits;
-    const Index groups = q.cols() / GroupSize, row_words = q.cols() * Bits / 32;
-    const float* bias_row = &q.biases(n, 0);
-    const float* scales = &q.scales(n, 0);
+    const Index row_words = q.cols() * Bits / 32;
+    const auto* scales = &q.scales(n, 0);
     const std::uint32_t* codes = &q.codes(n, 0);
-    Index g = 0;
-    for (; g + W <= groups; g += W)
-        total = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total);
-    float result = simd::reduce_add(total);
-    for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
+    float result;
+    if constexpr (Format::has_biases) {
+        constexpr Index W = static_cast<Index>(fbatch::size);
+        const Index groups = q.cols() / GroupSize;
+        const float* bias_row = &q.biases(n, 0);
+        Index g = 0;
+        for (; g + W <= groups; g += W)
+            total = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total);
+        result = simd::reduce_add(total);
+        for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
+    } else {
+        result = simd::reduce_add(total);
+    }
     for (Index word = tail_word; word < row_words; ++word) {
         const std::uint32_t bits = codes[word];
         for (int t = 0; t < codes_per_word; ++t) {
             const Index k = word * codes_per_word + t;
-            const auto code = static_cast<float>((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
-            result += scales[k / GroupSize] * (x[k] * code);
+            const float value = Format::value((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
+            result += Format::group_scale(scales[k / GroupSize]) * (x[k] * value);
         }
     }
     return result;
@@ -146,17 +143,18 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total,
 
 /// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
 /// (Arch::alignment()-aligned), x_sum: group_sums of x.
-template <class Arch, int GroupSize, int Bits>
-void qgemv_f32_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, const float* x_lanes,
+template <class Arch, class Format>
+void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float* x_lanes,
                     const float* x_sum, Index n_begin, Index n_end, float* out) {
-    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words), "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
+    static_assert((Format::codes_in_whole_words), "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    constexpr int Bits = Format::bits;
     constexpr int W = static_cast<int>(fbatch::size);
     constexpr int codes_per_word = 32 / Bits;
 
     const Index chunks = (q.cols() * Bits / 32) / W;
-    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
+    const ChunkScales<Arch, Format> lane_scales;
 
     // One output row at a time, so the packed codes are read as one sequential stream (interleaving
     // rows to share x loads made DRAM serve several short streams at once, which it does slower:
@@ -171,7 +169,7 @@ void qgemv_f32_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const fl
     constexpr Index prefetch_rows = 2;
     auto row_dot = [&](Index n) {
         const std::uint32_t* codes = &q.codes(n, 0);
-        const float* scales = &q.scales(n, 0);
+        const auto* scales = &q.scales(n, 0);
         const std::uint32_t* ahead = n + prefetch_rows < n_end ? &q.codes(n + prefetch_rows, 0) : nullptr;
         std::array<fbatch, chunk_block> total;
         total.fill(fbatch(0.0f));
@@ -186,7 +184,7 @@ void qgemv_f32_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const fl
                 constexpr int t = decltype(step)::value;
                 static_for<Count>([&](auto i) {
                     const fbatch xv = fbatch::load_aligned(x_lanes + ((c0 + i) * codes_per_word + t) * W);
-                    const fbatch value = code_step<Arch, Bits, t>(words[i]);
+                    const fbatch value = F32Codes<Format>::template step<Arch, t>(words[i]);
                     if constexpr (t == 0) acc[i] = value * xv;
                     else acc[i] = simd::fma(value, xv, acc[i]);
                 });
@@ -198,7 +196,7 @@ void qgemv_f32_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const fl
         for (; c < chunks; ++c) block(std::integral_constant<int, 1>{}, c);
         static_for<chunk_block - 1>([&](auto i) { total[0] += total[i + 1]; });
 
-        out[n] = finish_row<Arch, GroupSize, Bits>(total[0], q, n, x_sum, x, chunks * W);
+        out[n] = finish_row<Arch>(total[0], q, n, x_sum, x, chunks * W);
     };
     for (Index n = n_begin; n < n_end; ++n) row_dot(n);
 }

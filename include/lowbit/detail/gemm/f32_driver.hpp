@@ -1,11 +1,12 @@
-// The threaded drivers of the f32-activation matmul on MLX affine codes:
-//   qgemv_f32 (M = 1, Bits in {2, 4, 8}): group sums and the permuted x, then qgemv_f32_rows over ranges
-//     of output rows (about 256 KiB of codes each);
-//   qgemv_f32_batch (small M, Bits in {2, 4, 8}): the GEMV's layout with each unpacked code vector
-//     shared by several rows of x (qgemv_batch.hpp: up to 4 rows two columns at a time, or on
+// The threaded drivers of the f32-activation matmul on the packed codes of any format (codes read through
+// F32Codes<Format>, f32_codes.hpp; MLX affine and mxfp4):
+//   qgemv_f32 (M = 1, codes in whole words): group sums and the permuted x, then qgemv_f32_rows over
+//     ranges of output rows (about 256 KiB of codes each);
+//   qgemv_f32_batch (small M, codes in whole words): the GEMV's layout with each unpacked code vector
+//     shared by several rows of x (f32_gemv_batch.hpp: up to 4 rows two columns at a time, or on
 //     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
 //   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile, slice of about
-//     KC codes and NR columns one panel block of scaled codes and biases (qgemm_panel.hpp), built into
+//     KC codes and NR columns one panel block of scaled codes and biases (f32_panel.hpp), built into
 //     L1 right before every register block (QgemmF32Ukernel) of the tile's rows passes over it (on
 //     AVX-512, unpacked inside the last register block over the block before).
 #pragma once
@@ -19,17 +20,16 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
-#include "../gemm/f32_ukernel.hpp"
-#include "../gemm/f32_x_panel.hpp"
-#include "../gemm/group_sums.hpp"
+#include "f32_ukernel.hpp"
+#include "f32_x_panel.hpp"
+#include "group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "qgemm_panel.hpp"
-#include "qgemv.hpp"
-#include "qgemv_batch.hpp"
+#include "f32_panel.hpp"
+#include "f32_gemv.hpp"
+#include "f32_gemv_batch.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -37,8 +37,9 @@ namespace detail::kernels {
 using Index = Eigen::Index;
 
 /// out[n] = x * dequantize(q)^T for one row x (contiguous, q.cols() floats), threads over output rows.
-template <class Arch, int GroupSize, int Bits>
-void qgemv_f32(const float* x, const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out) {
+template <class Arch, class Format>
+void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     const Index K = q.cols(), N = q.rows();
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
@@ -48,12 +49,12 @@ void qgemv_f32(const float* x, const QuantizedView<MlxAffine<GroupSize, Bits>>& 
     // (benchmarks/README.md).
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(lanes, 1)));
-    permute_x_for_gemv<Arch, Bits>(x, K, x_lanes.data());
+    permute_x_for_gemv<Arch, Format>(x, K, x_lanes.data());
     // About 256 KiB of packed codes per range, so a range is worth a worker (benchmarks/README.md).
     const Index row_bytes = K * Bits / 8;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
-        qgemv_f32_rows<Arch, GroupSize, Bits>(q, x, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
+        qgemv_f32_rows<Arch, Format>(q, x, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
                                               static_cast<Index>(end), out);
     });
 }
@@ -61,9 +62,10 @@ void qgemv_f32(const float* x, const QuantizedView<MlxAffine<GroupSize, Bits>>& 
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n] for small M (Bits in {2, 4, 8}): the batch
 /// GEMV. Threads over output columns; within a thread, tiles of output columns whose codes stay in L2
 /// while every block of x rows (max_rows, or deep_rows on AVX-512) passes over them.
-template <class Arch, int GroupSize, int Bits>
-void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q,
+template <class Arch, class Format>
+void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q,
                      float* out, Index out_stride) {
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     constexpr int max_rows = QgemvF32Batch<Arch>::max_rows;
     const Index K = q.cols(), N = q.rows(), groups = K / GroupSize;
@@ -74,7 +76,7 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
     const Index lanes_stride = (std::max<Index>(lanes, 1) + 15) / 16 * 16;
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(M * lanes_stride));
-    for (Index m = 0; m < M; ++m) permute_x_for_gemv<Arch, Bits>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
+    for (Index m = 0; m < M; ++m) permute_x_for_gemv<Arch, Format>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
 
     const Index row_bytes = K * Bits / 8;
     // Output columns whose codes (about 128 KiB) stay in L2 while the row blocks pass over them.
@@ -97,12 +99,12 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
                     constexpr int Rows = decltype(count)::value;
                     if constexpr (Rows > 0 && (deep_rows == 0 || Rows < deep_min_rows)) {
                         if (rows == Rows)
-                            qgemv_f32_batch_rows<Arch, GroupSize, Bits, Rows>(
+                            qgemv_f32_batch_rows<Arch, Format, Rows>(
                                 q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
                                 x_sum.data() + m * groups, n0, n1, out + m * out_stride, out_stride);
                     } else if constexpr (Rows >= deep_min_rows) {
                         if (rows == Rows)
-                            qgemv_f32_batch_rows_deep<Arch, GroupSize, Bits, Rows>(
+                            qgemv_f32_batch_rows_deep<Arch, Format, Rows>(
                                 q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
                                 x_sum.data() + m * groups, n0, n1, static_cast<Index>(end), out + m * out_stride,
                                 out_stride, totals.data());
@@ -115,12 +117,13 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
 
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n]; x rows contiguous with stride x_stride.
 /// Threads over tiles of MC rows x NC columns.
-template <class Arch, int GroupSize, int Bits>
-void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out,
+template <class Arch, class Format>
+void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q, float* out,
                Index out_stride) {
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     using blocking = QgemmF32Ukernel<Arch>;
     constexpr int MR = blocking::MR, NR = blocking::NR;
-    constexpr int words_per_group = MlxAffine<GroupSize, Bits>::words_per_group;
+    constexpr int words_per_group = Format::words_per_group;
     const Index N = q.rows(), K = q.cols(), groups = K / GroupSize;
     std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
     group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());
@@ -139,7 +142,7 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<MlxA
         // transposed words splits a cache line.
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> panel(
             static_cast<std::size_t>(panel_floats<Arch, GroupSize>(slice_groups)));
-        PanelScratch<Arch, GroupSize, Bits> scratch(groups, slice_groups);
+        PanelScratch<Arch, Format> scratch(groups, slice_groups);
         for (std::size_t task = begin; task < end; ++task) {
             const Index n0 = static_cast<Index>(task) / m_blocks * blocking::NC;
             const Index m0 = static_cast<Index>(task) % m_blocks * blocking::MC;
@@ -165,9 +168,9 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<MlxA
                     const bool slice_ends = j + NR >= panel_stride;
                     const Index next_g0 = slice_ends ? g0 + slice : g0, next_j = slice_ends ? 0 : j + NR;
                     const Index next_slice = std::min(slice_groups, groups - next_g0);
-                    const bool unpack_next = fuses_panel_build<Arch, GroupSize, Bits> && next_g0 < groups;
-                    if (!fuses_panel_build<Arch, GroupSize, Bits> || (g0 == 0 && j == 0))
-                        build_panel<Arch, GroupSize, Bits>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j),
+                    const bool unpack_next = fuses_panel_build<Arch, Format> && next_g0 < groups;
+                    if (!fuses_panel_build<Arch, Format> || (g0 == 0 && j == 0))
+                        build_panel<Arch, Format>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j),
                                                            panel.data(), scratch, block_scales(g0, j));
                     if (unpack_next)
                         gather_panel_words<Arch>(q, next_g0, next_slice, n0 + next_j,
@@ -182,7 +185,7 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<MlxA
                                                                            std::min<Index>(NR, nc - j), g0 == 0,
                                                                            after_chunk);
                         };
-                        if constexpr (fuses_panel_build<Arch, GroupSize, Bits>) {
+                        if constexpr (fuses_panel_build<Arch, Format>) {
                             if (unpack_next && m + Rows == m0 + mc) {
                                 // The next slice may be shorter (the last one of K): groups past it stay.
                                 run.template operator()<32 / Bits>([&](Index i, int c) LOWBIT_ALWAYS_INLINE {

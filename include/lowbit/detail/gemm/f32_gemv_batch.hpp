@@ -1,9 +1,10 @@
 // qgemv_f32_batch_rows: out[r, n] = x_r * dequantize(q)^T for a few rows x_r at once (small batches,
-// 2 <= M <= a few tens), f32 activations on MLX affine codes, Bits in {2, 4, 8}, any xsimd Arch.
-// Kernel only; the threaded driver is qgemv_f32_batch in matmul_driver.hpp.
+// 2 <= M <= a few tens), f32 activations on the codes of any format whose codes fill whole words (as
+// f32_gemv.hpp), any xsimd Arch.
+// Kernel only; the threaded driver is qgemv_f32_batch in f32_driver.hpp.
 //
-// The GEMV's layout (qgemv.hpp): every x row is permuted into x_lanes and each chunk of W words is
-// unpacked one code step at a time (mask + int->float conversion). Here each unpacked code vector is
+// The GEMV's layout (f32_gemv.hpp): every x row is permuted into x_lanes and each chunk of W words is
+// unpacked one code step at a time (F32Codes<Format>::step). Here each unpacked code vector is
 // multiplied into Rows rows of x and each loaded x vector into Cols output columns (QgemvF32Batch), so
 // the codes are streamed and unpacked once per Rows rows instead of being copied into a float panel,
 // and the permuted x (read from L2 when it outgrows L1) once per Cols columns. Per output column n and
@@ -25,11 +26,11 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mlx_affine.hpp"
+#include "f32_codes.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
-#include "qgemv.hpp"
+#include "f32_gemv.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -65,17 +66,17 @@ struct QgemvF32Batch {
 /// in this order of operations, so a row walked in one call or in slices gives the same bits. With
 /// ahead_rows > 0 the same chunks of weight rows n0 + j + ahead_rows (which must exist) are prefetched
 /// into L2.
-template <class Arch, int GroupSize, int Bits, int Rows, int Cols>
-LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Index n0,
+template <class Arch, class Format, int Rows, int Cols>
+LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& q, Index n0,
                                                    const float* x_lanes, Index lanes_stride,
-                                                   const ChunkScales<Arch, GroupSize, Bits>& lane_scales, Index c_begin,
+                                                   const ChunkScales<Arch, Format>& lane_scales, Index c_begin,
                                                    Index c_end,
                                                    std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
                                                    Index ahead_rows = 0) {
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    constexpr int codes_per_word = 32 / Bits;
+    constexpr int codes_per_word = 32 / Format::bits;
     for (Index c = c_begin; c < c_end; ++c) {
         std::array<ubatch, Cols> words;
         static_for<Cols>([&](auto j) {
@@ -86,7 +87,7 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<MlxAffine
         static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
             constexpr int t = decltype(step)::value;
             std::array<fbatch, Cols> value;
-            static_for<Cols>([&](auto j) { value[j] = code_step<Arch, Bits, t>(words[j]); });
+            static_for<Cols>([&](auto j) { value[j] = F32Codes<Format>::template step<Arch, t>(words[j]); });
             const float* lanes = x_lanes + (c * codes_per_word + t) * W;
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 const fbatch xv = fbatch::load_aligned(lanes + r * lanes_stride);
@@ -110,27 +111,27 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<MlxAffine
 /// out[r * out_stride + n] for r < Rows and n in [n_begin, n_end). x_lanes: Rows permuted rows
 /// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
 /// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
-template <class Arch, int GroupSize, int Bits, int Rows>
-void qgemv_f32_batch_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, Index x_stride,
+template <class Arch, class Format, int Rows>
+void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index x_stride,
                           const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
                           float* out, Index out_stride) {
-    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
+    static_assert((Format::codes_in_whole_words),
                   "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    const Index groups = q.cols() / GroupSize;
-    const Index chunks = (q.cols() * Bits / 32) / W;
-    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
+    const Index groups = q.cols() / Format::group_size;
+    const Index chunks = (q.cols() * Format::bits / 32) / W;
+    const ChunkScales<Arch, Format> lane_scales;
 
     // Cols output columns n0 .. n0 + Cols - 1 over the whole row.
     auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n0) LOWBIT_ALWAYS_INLINE {
         std::array<fbatch, Rows * Cols> total;
         total.fill(fbatch(0.0f));
-        accumulate_chunks<Arch, GroupSize, Bits, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks,
+        accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks,
                                                              total);
         static_for<Cols>([&](auto j) {
             static_for<Rows>([&](auto r) {
-                out[r * out_stride + n0 + j] = finish_row<Arch, GroupSize, Bits>(
+                out[r * out_stride + n0 + j] = finish_row<Arch>(
                     total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j, x_sum + r * groups,
                     x + r * x_stride, chunks * W);
             });
@@ -150,17 +151,17 @@ void qgemv_f32_batch_rows(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, co
 /// operations as in qgemv_f32_batch_rows, and the same bits. The codes of the next columns as many on
 /// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
 /// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
-template <class Arch, int GroupSize, int Bits, int Rows>
-void qgemv_f32_batch_rows_deep(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, const float* x, Index x_stride,
+template <class Arch, class Format, int Rows>
+void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, Index x_stride,
                                const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
                                Index prefetch_end, float* out, Index out_stride, float* totals) {
-    static_assert((MlxAffine<GroupSize, Bits>::codes_in_whole_words),
+    static_assert((Format::codes_in_whole_words),
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    const Index groups = q.cols() / GroupSize;
-    const Index chunks = (q.cols() * Bits / 32) / W;
-    const ChunkScales<Arch, GroupSize, Bits> lane_scales;
+    const Index groups = q.cols() / Format::group_size;
+    const Index chunks = (q.cols() * Format::bits / 32) / W;
+    const ChunkScales<Arch, Format> lane_scales;
     Index c0 = 0;
     do {
         const Index c1 = std::min(chunks, c0 + QgemvF32Batch<Arch>::deep_chunks);
@@ -171,14 +172,14 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<MlxAffine<GroupSize, Bits>>& 
                 total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
             });
             const Index ahead = n + (n_end - n_begin) < prefetch_end ? n_end - n_begin : 0;
-            accumulate_chunks<Arch, GroupSize, Bits, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total,
+            accumulate_chunks<Arch, Format, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total,
                                                               ahead);
             if (c1 < chunks) {
                 static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
             } else {
                 static_for<Rows>([&](auto r) {
                     constexpr int row = decltype(r)::value;
-                    out[row * out_stride + n] = finish_row<Arch, GroupSize, Bits>(
+                    out[row * out_stride + n] = finish_row<Arch>(
                         total[r], q, n, x_sum + row * groups, x + row * x_stride, chunks * W);
                 });
             }
