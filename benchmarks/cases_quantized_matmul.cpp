@@ -9,8 +9,8 @@
 //
 // The matmul rows are generated from the format list (lowbit::QuantizedFormats): the headline formats
 // (q4 g64 and q8 g64) at every shared shape and in --quick, every other format at 4096 x 4096 with M =
-// 1, 8, 32 and 512 in the default run. mxfp4, not on the list yet (its MLX IO is still to come), has
-// its rows at those shapes, compared with q4 g32's.
+// 1, 8, 32 and 512 in the default run. The rows of a float mode (mxfp4) are compared with the MLX
+// affine rows of the same bits, group size 32 and kind (f32 or int8), rather than with Eigen.
 //
 // For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which
 // stays in L3) and the memory-bound one ("dram") rotates over copies totalling at least 256 MiB, so every
@@ -132,8 +132,17 @@ std::vector<MatmulShape> format_shapes() {
     return shapes;
 }
 
+/// The row a format's f32 row is compared with: Eigen fp32 for MLX affine; for a float mode the
+/// affine row of the same bits and group size 32 (its int8 row then against that row's int8 one).
+template <class Format>
+std::string f32_baseline() {
+    if (std::string_view(Format::mode) == "affine") return eigen_matmul_name;
+    return "qmatmul " + tag<MlxAffine<32, Format::bits>>() + " lowbit";
+}
+
 template <class Format>
 void add_matmul_cases(Registry& registry, int threads) {
+    const bool affine = std::string_view(Format::mode) == "affine";
     for (const MatmulShape& shape : format_shapes<Format>()) {
         Case c;
         c.name = "qmatmul " + tag<Format>() + " lowbit";
@@ -141,7 +150,7 @@ void add_matmul_cases(Registry& registry, int threads) {
         c.threads = threads;
         c.flops = shape.flops();
         c.bytes = packed_bytes<Format>(shape);
-        c.baseline = eigen_matmul_name;
+        c.baseline = f32_baseline<Format>();
         c.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
         c.peak_of = shape.m == 1 ? "" : peak_f32_fma_name;
         c.slow = shape.slow() || !headline_format<Format>;
@@ -154,7 +163,7 @@ void add_matmul_cases(Registry& registry, int threads) {
 
         Case int8 = c;
         int8.name = c.name + " int8";
-        int8.baseline = c.name;
+        int8.baseline = affine ? c.name : c.baseline + " int8";
         int8.peak_of = shape.m == 1 ? "" : peak_int8_dot_name;
         int8.prepare = [shape]() -> Runner {
             auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
@@ -193,41 +202,6 @@ void add_matmul_cases(Registry& registry, int threads) {
     }
 }
 
-/// The rows of mxfp4 ("qmatmul mxfp4 lowbit" and "... int8"), at its format_shapes, each against the q4
-/// g32 row of the same kind and shape (the same 4 bits per weight and 32 per group; ratio = q4 g32's
-/// median / mxfp4's). mxfp4 joins the format list (and add_matmul_cases) with its MLX IO.
-void add_mxfp4_cases(Registry& registry, int threads) {
-    for (const MatmulShape& shape : format_shapes<Mxfp4>()) {
-        Case c;
-        c.name = "qmatmul " + tag<Mxfp4>() + " lowbit";
-        c.shape = shape.label();
-        c.threads = threads;
-        c.flops = shape.flops();
-        c.bytes = packed_bytes<Mxfp4>(shape);
-        c.baseline = "qmatmul " + tag<MlxAffine<32, 4>>() + " lowbit";
-        c.bandwidth_of = shape.m == 1 ? "bandwidth read cache" : "";
-        c.peak_of = shape.m == 1 ? "" : peak_f32_fma_name;
-        c.slow = true;
-        c.prepare = [shape]() -> Runner {
-            auto q = std::make_shared<QuantizedMatrixOf<Mxfp4>>(random_quantized<Mxfp4>(shape.n, shape.k));
-            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
-            return [q, x] { keep(quantized_matmul(*x, *q).data()); };
-        };
-        registry.add(c);
-
-        Case int8 = c;
-        int8.name = c.name + " int8";
-        int8.baseline = c.baseline + " int8";
-        int8.peak_of = shape.m == 1 ? "" : peak_int8_dot_name;
-        int8.prepare = [shape]() -> Runner {
-            auto x = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.k));
-            auto layer = int8_layer(random_quantized<Mxfp4>(shape.n, shape.k), *x);
-            return [layer, x] { keep(layer->forward(*x, Activations::int8).data()); };
-        };
-        registry.add(std::move(int8));
-    }
-}
-
 }  // namespace
 
 void add_quantized_matmul_cases(Registry& registry) {
@@ -236,7 +210,6 @@ void add_quantized_matmul_cases(Registry& registry) {
         add_quantize_cases<64, 8>(registry, threads);
         lowbit::detail::for_each_format(
             [&]<class Format>(std::type_identity<Format>) { add_matmul_cases<Format>(registry, threads); });
-        add_mxfp4_cases(registry, threads);
     }
 }
 

@@ -5,9 +5,10 @@
 //   lowbit-inspect --demo DIR     writes DIR/model.safetensors (an MLX 4-bit layer), DIR/config.json and
 //                                 DIR/original.safetensors (its float weights), then inspects them
 //
-// A quantized MLX layer P is P.weight (U32) with P.scales and P.biases. Its group size and bits come
-// from config.json beside FILE (or --config), else from the float original's P.weight (in = its
-// columns), else from the shapes alone when only one supported format fits them.
+// A quantized MLX layer P is P.weight (U32) with P.scales and P.biases (mode affine) or U8 P.scales
+// alone (mode mxfp4). Its mode, group size and bits come from config.json beside FILE (or --config),
+// else from the scales' dtype and the float original's P.weight (in = its columns), else from the
+// shapes alone when only one supported format fits them.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -41,14 +42,21 @@ bool ends_with(const std::string& text, const std::string& suffix) {
     return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// Every supported (group size, bits) that fits a weight [out, words] and scales [out, groups].
-std::vector<lowbit::LayerQuantization> formats_from_shapes(std::uint64_t words, std::uint64_t groups) {
+/// The mode of quantized scales of this dtype: U8 exponents are mxfp4's, float scales affine's.
+std::string mode_of_scales(lowbit::Dtype scales) {
+    return scales == lowbit::Dtype::u8 ? "mxfp4" : "affine";
+}
+
+/// Every supported format of `mode` that fits a weight [out, words] and scales [out, groups].
+std::vector<lowbit::LayerQuantization> formats_from_shapes(const std::string& mode, std::uint64_t words,
+                                                           std::uint64_t groups) {
     std::vector<lowbit::LayerQuantization> formats;
     for (const int group_size : {32, 64, 128})
         for (const int bits : {2, 3, 4, 5, 6, 8})
-            if ((words * 32) % static_cast<std::uint64_t>(bits) == 0 &&
+            if (lowbit::is_supported_format(mode, group_size, bits) &&
+                (words * 32) % static_cast<std::uint64_t>(bits) == 0 &&
                 words * 32 / static_cast<std::uint64_t>(bits) == groups * static_cast<std::uint64_t>(group_size))
-                formats.push_back({group_size, bits});
+                formats.push_back({group_size, bits, mode});
     return formats;
 }
 
@@ -79,11 +87,12 @@ void inspect_safetensors(const std::filesystem::path& path, const std::optional<
         if (!ends_with(name, ".weight")) continue;
         const std::string prefix = name.substr(0, name.size() - 7);
         const auto weight = file.tensor(name);
-        if (weight.dtype != lowbit::Dtype::u32 || weight.shape.size() != 2 || !file.contains(prefix + ".scales") ||
-            !file.contains(prefix + ".biases"))
+        if (weight.dtype != lowbit::Dtype::u32 || weight.shape.size() != 2 || !file.contains(prefix + ".scales"))
             continue;
         const auto scales = file.tensor(prefix + ".scales");
-        if (scales.shape.size() != 2) continue;
+        if (scales.shape.size() != 2 || (scales.dtype != lowbit::Dtype::u8 && !file.contains(prefix + ".biases")))
+            continue;
+        const std::string mode = mode_of_scales(scales.dtype);
         std::optional<lowbit::LayerQuantization> format;
         std::string source;
         if (config && config->for_layer(prefix)) {
@@ -93,11 +102,11 @@ void inspect_safetensors(const std::filesystem::path& path, const std::optional<
             const std::uint64_t in = original->tensor(name).shape[1];
             if (in > 0 && scales.shape[1] > 0 && (weight.shape[1] * 32) % in == 0 && in % scales.shape[1] == 0) {
                 format = lowbit::LayerQuantization{static_cast<int>(in / scales.shape[1]),
-                                                   static_cast<int>(weight.shape[1] * 32 / in)};
+                                                   static_cast<int>(weight.shape[1] * 32 / in), mode};
                 source = "the original's shape";
             }
         } else {
-            const auto formats = formats_from_shapes(weight.shape[1], scales.shape[1]);
+            const auto formats = formats_from_shapes(mode, weight.shape[1], scales.shape[1]);
             if (formats.size() == 1) {
                 format = formats[0];
                 source = "the shapes";
@@ -109,14 +118,15 @@ void inspect_safetensors(const std::filesystem::path& path, const std::optional<
                 continue;
             }
         }
-        if (!format || !lowbit::is_supported_quantization_at_runtime(format->group_size, format->bits)) {
+        if (!format || !lowbit::is_supported_format(format->mode, format->group_size, format->bits)) {
             std::printf("  layer %s: quantized, format unknown\n", prefix.c_str());
             continue;
         }
-        const auto layer = lowbit::load_mlx_linear(file, prefix, format->group_size, format->bits);
-        std::printf("  layer %s: %d-bit, group size %d (from %s), %s scales, [%d, %d]%s", prefix.c_str(), layer.bits(),
-                    layer.group_size(), source.c_str(), std::string(lowbit::dtype_name(scales.dtype)).c_str(),
-                    layer.output_dims(), layer.input_dims(), layer.bias() ? ", with bias" : "");
+        const auto layer = lowbit::load_mlx_linear(file, prefix, format->group_size, format->bits, format->mode);
+        std::printf("  layer %s: %s, %d-bit, group size %d (from %s), %s scales, [%d, %d]%s", prefix.c_str(),
+                    layer.mode(), layer.bits(), layer.group_size(), source.c_str(),
+                    std::string(lowbit::dtype_name(scales.dtype)).c_str(), layer.output_dims(), layer.input_dims(),
+                    layer.bias() ? ", with bias" : "");
         if (original && original->contains(name)) {
             const lowbit::RowMatrixXf reference = lowbit::load_linear(*original, prefix).weight;
             const lowbit::RowMatrixXf dequantized = layer.dequantize();

@@ -5,8 +5,9 @@
 // The contract checked: every call returns or throws std::invalid_argument (the only exception caught
 // here); nothing reads outside the input (AddressSanitizer). Properties checked, aborting on a violation:
 // a tensor's bytes lie inside the input; re-writing every tensor with SafetensorsWriter and parsing
-// the result gives the same dtypes, shapes and bytes; a loaded MLX layer saved with its scales' dtype
-// writes the same weight, scales and biases bytes back.
+// the result gives the same dtypes, shapes and bytes; a loaded MLX layer, in every format of
+// lowbit::QuantizedFormats, saved with its scales' dtype writes the same weight, scales and biases bytes
+// back.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <lowbit/io.hpp>
@@ -60,26 +63,30 @@ void exercise_layers(const lowbit::SafetensorsFile& file) {
         } catch (const std::invalid_argument&) {
         }
         if (!file.contains(prefix + ".scales")) continue;
-        for (const int group_size : {32, 64, 128})
-            for (const int bits : {2, 3, 4, 5, 6, 8}) {
-                try {
-                    const auto layer = lowbit::load_mlx_linear(file, prefix, group_size, bits);
-                    const auto dtype = file.tensor(prefix + ".scales").dtype;
-                    lowbit::SafetensorsWriter writer;
-                    lowbit::save_mlx_linear(writer, prefix, layer, dtype);
-                    const auto bytes = writer.to_bytes();
-                    const auto again = lowbit::SafetensorsFile::from_bytes(bytes);
-                    for (const char* part : {".weight", ".scales", ".biases"}) {
-                        const auto a = file.tensor(prefix + part), b = again.tensor(prefix + part);
-                        if (a.bytes.size() != b.bytes.size() ||
-                            (!a.bytes.empty() && std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) != 0))
-                            violation("layer round trip changed bytes", prefix + part);
-                    }
-                    if (layer.input_dims() <= 4096 && layer.output_dims() <= 4096)
-                        (void)layer.forward(lowbit::RowMatrixXf::Ones(1, layer.input_dims()));
-                } catch (const std::invalid_argument&) {
+        lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+            try {
+                const auto layer =
+                    lowbit::load_mlx_linear(file, prefix, Format::group_size, Format::bits, Format::mode);
+                // Float scales are written back in their dtype; U8 ones as they are (the bias vector then
+                // takes F32, and is not compared).
+                const auto scale_dtype = file.tensor(prefix + ".scales").dtype;
+                const auto dtype = lowbit::is_float_dtype(scale_dtype) ? scale_dtype : lowbit::Dtype::f32;
+                lowbit::SafetensorsWriter writer;
+                lowbit::save_mlx_linear(writer, prefix, layer, dtype);
+                const auto bytes = writer.to_bytes();
+                const auto again = lowbit::SafetensorsFile::from_bytes(bytes);
+                for (const char* part : {".weight", ".scales", ".biases"}) {
+                    if (std::string_view(part) == ".biases" && !Format::has_biases) continue;
+                    const auto a = file.tensor(prefix + part), b = again.tensor(prefix + part);
+                    if (a.bytes.size() != b.bytes.size() ||
+                        (!a.bytes.empty() && std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) != 0))
+                        violation("layer round trip changed bytes", prefix + part);
                 }
+                if (layer.input_dims() <= 4096 && layer.output_dims() <= 4096)
+                    (void)layer.forward(lowbit::RowMatrixXf::Ones(1, layer.input_dims()));
+            } catch (const std::invalid_argument&) {
             }
+        });
     }
 }
 

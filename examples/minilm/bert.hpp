@@ -103,21 +103,22 @@ struct BertConfig {
 };
 
 /// A quantized linear layer behind a type-erased forward: only the code that makes one (a Quantizer)
-/// instantiates its format's kernels, so a program that needs a few formats does not compile all 18.
+/// instantiates its format's kernels, so a program that needs a few formats does not compile them all.
 struct QuantizedLayer {
     std::function<RowMatrix(const RowMatrix&)> forward;  ///< x [tokens, in] -> [tokens, out], bias added
     RowMatrix weight;                                    ///< dequantized [out, in]
-    std::size_t memory_bytes = 0;  ///< packed codes + scales + biases (float32 each) + float bias
+    std::size_t memory_bytes = 0;  ///< packed codes + scales + biases (in their types) + float bias
 };
 
 /// `layer` as a QuantizedLayer whose forward runs with `activations`.
-template <int GroupSize, int Bits>
-QuantizedLayer make_quantized_layer(lowbit::QuantizedLinear<GroupSize, Bits> layer, lowbit::Activations activations) {
+template <class Format>
+QuantizedLayer make_quantized_layer(lowbit::QuantizedLinearOf<Format> layer, lowbit::Activations activations) {
     QuantizedLayer result;
     const auto& w = layer.weight();
     result.memory_bytes = sizeof(std::uint32_t) * static_cast<std::size_t>(w.codes.size()) +
-                          sizeof(float) * static_cast<std::size_t>(w.scales.size() + w.biases.size() +
-                                                                   (layer.bias() ? layer.bias()->size() : 0));
+                          sizeof(typename Format::scale_type) * static_cast<std::size_t>(w.scales.size()) +
+                          sizeof(float) * static_cast<std::size_t>(layer.bias() ? layer.bias()->size() : 0);
+    if constexpr (Format::has_biases) result.memory_bytes += sizeof(float) * static_cast<std::size_t>(w.biases.size());
     result.weight = layer.dequantize();
     result.forward = [layer = std::move(layer), activations](const RowMatrix& x) -> RowMatrix {
         return layer.forward(x, activations);

@@ -2,7 +2,8 @@
 // (a checkpoint's config says it), dispatched once per call to the compile-time layer inside.
 //
 //   AnyQuantizedLinear = std::variant< QuantizedLinearOf<Format>... >  one per format of QuantizedFormats
-//                                      (formats/formats.hpp; today MLX affine, 18 alternatives)
+//                                      (formats/formats.hpp; 18 MLX affine
+//                                      formats and mxfp4)
 //
 // Every alternative is compiled into a translation unit that calls forward(), from_linear() or
 // dequantize(), so prefer the typed QuantizedLinear when the format is known when compiling.
@@ -46,7 +47,7 @@ using AnyQuantizedLinearVariant = decltype(quantized_linear_variant(static_cast<
 /// both (and the supported formats) for an unsupported pair.
 template <class Function>
 auto dispatch_quantization(int group_size, int bits, Function&& function) {
-    return dispatch_format("affine", group_size, bits, [&]<class Format>(std::type_identity<Format>) {
+    return dispatch_format<MlxAffineFormats>("affine", group_size, bits, [&]<class Format>(std::type_identity<Format>) {
         return function(std::type_identity<QuantizedLinearOf<Format>>{});
     });
 }
@@ -74,7 +75,7 @@ public:
         });
     }
 
-    /// The format's mode ("affine").
+    /// The format's mode ("affine" or "mxfp4").
     const char* mode() const noexcept {
         return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::format::mode; }, layer_);
     }

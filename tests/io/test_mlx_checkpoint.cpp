@@ -74,6 +74,26 @@ TEST_CASE("read_mlx_config: global format, per-layer overrides and false", "[io]
     CHECK(lowbit::read_mlx_config(dir / "hf.json").for_layer("x") == LayerQuantization{128, 2});
 }
 
+TEST_CASE("read_mlx_config and save_mlx_config: the mode, global and per layer, with MLX's defaults", "[io]") {
+    lowbit::test::TempDir dir;
+    lowbit::test::write_text(dir / "config.json", R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4",
+        "a": {"group_size": 64, "bits": 8, "mode": "affine"}, "b": {"bits": 3}, "c": {"mode": "mxfp4"},
+        "d": {"mode": "affine"}}})");
+    const auto config = lowbit::read_mlx_config(dir / "config.json");
+    CHECK(config.global() == LayerQuantization{32, 4, "mxfp4"});
+    CHECK(config.for_layer("x") == LayerQuantization{32, 4, "mxfp4"});
+    CHECK(config.for_layer("a") == LayerQuantization{64, 8, "affine"});
+    CHECK(config.for_layer("b") == LayerQuantization{64, 3, "affine"});  // no mode: affine, not the global one
+    CHECK(config.for_layer("c") == LayerQuantization{32, 4, "mxfp4"});
+    CHECK(config.for_layer("d") == LayerQuantization{64, 4, "affine"});
+    lowbit::save_mlx_config(dir / "again.json", config);
+    const auto again = lowbit::read_mlx_config(dir / "again.json");
+    CHECK(again.global() == config.global());
+    CHECK(again.overrides() == config.overrides());
+    CHECK(config.to_json()["mode"] == "mxfp4");
+    CHECK(config.to_json()["b"]["mode"] == "affine");
+}
+
 TEST_CASE("read_mlx_config rejects unsupported or malformed quantization", "[io]") {
     lowbit::test::TempDir dir;
     const auto rejects = [&](const std::string& text, const std::vector<std::string>& parts) {
@@ -92,7 +112,10 @@ TEST_CASE("read_mlx_config rejects unsupported or malformed quantization", "[io]
     rejects(R"({"quantization": {"group_size": 64, "bits": "4"}})", {"bits", "not an integer"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "lm_head": true}})", {"'lm_head'", "true"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"group_size": 16, "bits": 4}}})", {"'x'", "16"});
-    rejects(R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4"}})", {"mxfp4"});
+    rejects(R"({"quantization": {"group_size": 16, "bits": 4, "mode": "nvfp4"}})", {"mode \"nvfp4\"", "mxfp4 (bits"});
+    rejects(R"({"quantization": {"group_size": 32, "bits": 8, "mode": "mxfp4"}})", {"mode = mxfp4", "bits = 8"});
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "mode": 4}})", {"mode 4"});
+    rejects(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"mode": "affine4"}}})", {"'x'", "affine4"});
     // A per-layer entry is an object or false (what mlx-lm writes); any other value names its key.
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "model.layers.0": [1, 2]}})",
             {"'model.layers.0'", "[1,2]"});
@@ -153,7 +176,8 @@ TEMPLATE_LIST_TEST_CASE("save_mlx_linear -> load_mlx_linear keeps the layer, and
 
         const auto file = SafetensorsFile::open(dir / "first.safetensors");
         CHECK(file.tensor("model.proj.weight").dtype == Dtype::u32);
-        CHECK(file.tensor("model.proj.scales").dtype == dtype);
+        const bool byte_scales = std::is_same_v<typename TestType::scale_type, std::uint8_t>;
+        CHECK(file.tensor("model.proj.scales").dtype == (byte_scales ? Dtype::u8 : dtype));
         CHECK(file.tensor("model.proj.bias").dtype == dtype);
         const auto loaded = lowbit::load_mlx_linear(file, "model.proj", group_size, bits, TestType::mode);
         CHECK(std::string(loaded.mode()) == TestType::mode);
@@ -224,6 +248,12 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     writer.add("r.biases", RowMatrixXf::Zero(4, 2));
     writer.add("s.weight", RowMatrixXf::Ones(4, 64));
     writer.add("s.bias", RowMatrixXf::Ones(4, 1));
+    std::vector<std::uint8_t> exponents(4 * 2, 127);
+    writer.add("m.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});  // 4 x 64 in mxfp4
+    writer.add("m.scales", exponents, {4, 2});
+    exponents[2 * 2 + 1] = 255;  // NaN in E8M0 at row 2, group 1
+    writer.add("n.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});
+    writer.add("n.scales", exponents, {4, 2});
     const auto bytes = writer.to_bytes();
     const auto file = SafetensorsFile::from_bytes(bytes, "layers.safetensors");
 
@@ -231,9 +261,12 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     CHECK(lowbit::load_mlx_linear(file, "p", 32, 4).group_size() == 32);
     CHECK(std::string(lowbit::load_mlx_linear(file, "p", 32, 4, "affine").mode()) == "affine");
     CHECK(lowbit::load_mlx_linear_as<lowbit::MlxAffine<32, 4>>(file, "p").weight().scales == RowMatrixXf::Ones(4, 2));
-    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 32, 4, "mxfp4"),
-                      ContainsSubstring("mode = mxfp4, group_size = 32, bits = 4 is not a supported format") &&
-                          ContainsSubstring("affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128})"));
+    CHECK(std::string(lowbit::load_mlx_linear(file, "m", 32, 4, "mxfp4").mode()) == "mxfp4");
+    CHECK(lowbit::load_mlx_linear(file, "m", 32, 4, "mxfp4").dequantize() == RowMatrixXf::Zero(4, 64));
+    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "nvfp4"),
+                      ContainsSubstring("mode = nvfp4, group_size = 16, bits = 4 is not a supported format") &&
+                          ContainsSubstring("affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
+                                            "mxfp4 (bits in {4}, group size in {32})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {
         try {
             call();
@@ -250,6 +283,11 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     rejects([&] { (void)lowbit::load_mlx_linear(file, "q", 32, 4); }, {"'q.biases'", "missing"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "r", 32, 4); }, {"'r.scales'", "I32"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "s", 32, 4); }, {"'s.weight'", "F32"});
+    // Codes of one mode read as another: the scales' dtype tells them apart.
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "p", 32, 4, "mxfp4"); }, {"'p.scales'", "F32", "mxfp4 are U8"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "m", 32, 4, "affine"); }, {"'m.scales'", "U8", "not F32"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "n", 32, 4, "mxfp4"); },
+            {"'n.scales'", "row 2, group 1", "is 255", "mxfp4"});
     rejects([&] { (void)lowbit::load_linear(file, "p"); }, {"'p.weight'", "U32"});
     rejects([&] { (void)lowbit::load_linear(file, "s"); }, {"'s.bias'", "[4, 1]"});
     SafetensorsWriter out;

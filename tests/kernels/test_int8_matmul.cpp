@@ -44,10 +44,6 @@ using Eigen::Index;
 using lowbit::RowMatrixXf;
 namespace detail = lowbit::detail;
 
-/// The formats whose int8 kernels these tests run: every listed one, and mxfp4 (it joins QuantizedFormats
-/// with its MLX IO).
-using Int8Formats = decltype(std::tuple_cat(std::declval<lowbit::QuantizedFormats>(), std::tuple<lowbit::Mxfp4>{}));
-
 constexpr float sentinel = 12345.0f;  // written in the row padding of out; no path may touch it
 
 /// Per output: sum_g (|p_g| + |b| sum|x|) (for int8_kernel_tolerance) and sum_g |s| a sum |q| (for
@@ -155,7 +151,8 @@ void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, In
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]", Int8Formats) {
+TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]",
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A80 + G * 16 + B);
     // The kernels take 4 activation rows at a time (1..3 at the end) and merge groups in blocks of
@@ -172,7 +169,7 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[in
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column panel", "[int8][kernels][N11]",
-                        Int8Formats) {
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A85 + G * 16 + B);
     // Row blocks of MR = 6 (AVX-512) or 4 (AVX2) rows, split evenly; panels of 32 or 8 columns, whose
@@ -189,7 +186,7 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column 
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once",
-                        "[int8][kernels][N11]", Int8Formats) {
+                        "[int8][kernels][N11]", lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
     // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
@@ -299,7 +296,8 @@ TEST_CASE("mxfp4 int8 matmul: the offset codes' sums are bit-exact (exact float 
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]", Int8Formats) {
+TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
+                        lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A82 + G * 16 + B);
     for (const Index M : {1, 5}) {

@@ -25,21 +25,24 @@
 #include <vector>
 
 #include "mlx_affine.hpp"
+#include "mxfp4.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 
 /// Every supported format, as a std::tuple of types.
-using QuantizedFormats = MlxAffineFormats;
+using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4>{}));
 
 /// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
 #define LOWBIT_FORMAT_LIST(X)                                                                                  \
     X(::lowbit::MlxAffine<32, 2>)                                                                              \
-    X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
-        X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
-            X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
-                X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
-                    X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
-                        X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>)
+    X(::lowbit::MlxAffine<64, 2>)                                                                              \
+    X(::lowbit::MlxAffine<128, 2>)                                                                             \
+    X(::lowbit::MlxAffine<32, 3>) X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>)                 \
+        X(::lowbit::MlxAffine<32, 4>) X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>)             \
+            X(::lowbit::MlxAffine<32, 5>) X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>)         \
+                X(::lowbit::MlxAffine<32, 6>) X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>)     \
+                    X(::lowbit::MlxAffine<32, 8>) X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) \
+                        X(::lowbit::Mxfp4)
 
 namespace detail {
 
@@ -92,7 +95,7 @@ constexpr bool is_supported_format(std::string_view mode, int group_size, int bi
 }
 
 /// The supported formats in words, per mode: "affine (bits in {2, 3, 4, 5, 6, 8}, group size in
-/// {32, 64, 128})", for error messages.
+/// {32, 64, 128}); mxfp4 (bits in {4}, group size in {32})", for error messages.
 inline std::string supported_formats_text() {
     std::vector<std::string> modes;
     std::vector<std::pair<std::set<int>, std::set<int>>> values;  // bits, group sizes per mode
@@ -115,21 +118,24 @@ inline std::string supported_formats_text() {
 
 /// Calls function(std::type_identity<Format>{}) for the format of this mode, group size and bits,
 /// known at run time, and returns its result. Throws std::invalid_argument naming the three and the
-/// supported formats when there is none.
-template <class Function>
+/// supported formats when there is none. `Formats` narrows the search to a part of the list (e.g.
+/// MlxAffineFormats, so that `function` is compiled for those only).
+template <class Formats = QuantizedFormats, class Function>
 auto dispatch_format(std::string_view mode, int group_size, int bits, Function&& function) {
-    using First = std::tuple_element_t<0, QuantizedFormats>;
+    using First = std::tuple_element_t<0, Formats>;
     using Result = decltype(function(std::type_identity<First>{}));
     std::optional<std::conditional_t<std::is_void_v<Result>, bool, Result>> result;
-    detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
-        if (result || mode != Format::mode || group_size != Format::group_size || bits != Format::bits) return;
-        if constexpr (std::is_void_v<Result>) {
-            function(std::type_identity<Format>{});
-            result = true;
-        } else {
-            result.emplace(function(std::type_identity<Format>{}));
-        }
-    });
+    detail::for_each_format(
+        [&]<class Format>(std::type_identity<Format>) {
+            if (result || mode != Format::mode || group_size != Format::group_size || bits != Format::bits) return;
+            if constexpr (std::is_void_v<Result>) {
+                function(std::type_identity<Format>{});
+                result = true;
+            } else {
+                result.emplace(function(std::type_identity<Format>{}));
+            }
+        },
+        static_cast<Formats*>(nullptr));
     if (!result)
         throw std::invalid_argument("lowbit: mode = " + std::string(mode) + ", group_size = " +
                                     std::to_string(group_size) + ", bits = " + std::to_string(bits) +

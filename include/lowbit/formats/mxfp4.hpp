@@ -42,6 +42,8 @@ struct Mxfp4 {
         const float magnitude = doubled[code & 7u];
         return (code & 8u) != 0 ? -magnitude : magnitude;
     }
+    /// False for byte 255, NaN in OCP MX: the MLX loader refuses such a scale, naming row and group.
+    static constexpr bool is_valid_scale(scale_type exponent) noexcept { return exponent != 255; }
     static constexpr float group_scale(scale_type exponent) noexcept {
         // 2^(e - 128) from its bits: a normal float from e = 2 on, subnormal 2^-127 and 2^-128 below.
         return exponent >= 2 ? std::bit_cast<float>(static_cast<std::uint32_t>(exponent - 1) << 23)

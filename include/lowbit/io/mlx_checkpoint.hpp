@@ -5,14 +5,15 @@
 //   config.json                                       model.safetensors, layer prefix P
 //   {"quantization": {                                P.weight  U32 [out, in*bits/32]  packed codes (N9)
 //       "group_size": 64, "bits": 4,       (global)   P.scales  F32|F16|BF16 [out, in/group_size]
-//       "model.layers.0.mlp.down_proj":               P.biases  same dtype and shape (per-group offsets)
-//           {"group_size": 32, "bits": 8}, (override) P.bias    optional [out] (the layer's additive bias)
-//       "lm_head": false},                 (float)
+//       "mode": "affine",                                       (mxfp4: U8 E8M0 exponents, N16)
+//       "model.layers.0.mlp.down_proj":               P.biases  same dtype and shape (per-group offsets;
+//           {"group_size": 32, "bits": 8}, (override)           affine only)
+//       "lm_head": false},                 (float)    P.bias    optional [out] (the layer's additive bias)
 //    ...}                                             a float layer (false): P.weight F32|F16|BF16 [out, in]
 //
 // Loading widens f16/bf16 exactly to f32; saving narrows with round-to-nearest-even, so a layer loaded
 // from a file and saved with the dtype it had writes every weight, scale, bias and bias-vector byte back
-// unchanged. Loading makes one pass over the layer's bytes.
+// unchanged (U8 scales are copied as they are). Loading makes one pass over the layer's bytes.
 #pragma once
 
 #include "../any_quantized_linear.hpp"
@@ -61,6 +62,36 @@ inline RowMatrixXf float_tensor(const SafetensorsFile& file, std::string_view fu
     return matrix;
 }
 
+/// Tensor `name` as the U8 scales [rows, cols] of Format (scale_type std::uint8_t), every byte one
+/// that Format::is_valid_scale accepts.
+template <class Format>
+Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> byte_scales(const SafetensorsFile& file,
+                                                                                         std::string_view function,
+                                                                                         const std::string& name,
+                                                                                         std::uint64_t rows,
+                                                                                         std::uint64_t cols) {
+    if (!file.contains(name)) throw layer_error(file, function, name, "missing");
+    const SafetensorsTensor t = file.tensor(name);
+    if (t.dtype != Dtype::u8)
+        throw layer_error(
+            file, function, name,
+            "is " + std::string(dtype_name(t.dtype)) + "; the scales of mode " + Format::mode + " are U8");
+    if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+        throw layer_error(file, function, name,
+                          "has shape " + shape_text(t.shape) + ", expected [" + std::to_string(rows) + ", " +
+                              std::to_string(cols) + "]");
+    Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> scales(
+        static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+    std::memcpy(scales.data(), t.bytes.data(), t.bytes.size());
+    for (Eigen::Index r = 0; r < scales.rows(); ++r)
+        for (Eigen::Index g = 0; g < scales.cols(); ++g)
+            if (!Format::is_valid_scale(scales(r, g)))
+                throw layer_error(file, function, name,
+                                  "scale (row " + std::to_string(r) + ", group " + std::to_string(g) + ") is " +
+                                      std::to_string(scales(r, g)) + ", not a finite " + Format::mode + " scale");
+    return scales;
+}
+
 /// The optional bias P.bias [out] (F32/F16/BF16).
 inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, std::string_view function,
                                                   const std::string& name, std::uint64_t out) {
@@ -77,11 +108,14 @@ inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, s
 }  // namespace io_detail
 
 /// Loads the quantized linear layer `prefix` in Format (tensors prefix.weight, .scales, .biases when
-/// the format has biases, optional .bias; layout at the top of this file).
+/// the format has biases, optional .bias; layout at the top of this file). Throws std::invalid_argument
+/// naming the file and tensor for a missing tensor, a wrong dtype or shape, or a scale the format
+/// refuses (mxfp4's byte 255).
 template <class Format>
 QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::string_view prefix) {
-    static_assert(std::is_same_v<typename Format::scale_type, float>,
-                  "lowbit::load_mlx_linear_as: scales of this type are not read yet (add the dtype here)");
+    static_assert(
+        std::is_same_v<typename Format::scale_type, float> || std::is_same_v<typename Format::scale_type, std::uint8_t>,
+        "lowbit::load_mlx_linear_as: scales of this type are not read yet (add the dtype here)");
     constexpr std::string_view function = "load_mlx_linear";
     constexpr int group_size = Format::group_size, bits = Format::bits;
     const std::string base(prefix);
@@ -104,7 +138,10 @@ QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::s
     QuantizedMatrixOf<Format> matrix;
     matrix.codes.resize(static_cast<Eigen::Index>(out), static_cast<Eigen::Index>(words));
     std::memcpy(matrix.codes.data(), weight.bytes.data(), weight.bytes.size());
-    matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
+    if constexpr (std::is_same_v<typename Format::scale_type, float>)
+        matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
+    else
+        matrix.scales = io_detail::byte_scales<Format>(file, function, base + ".scales", out, groups);
     if constexpr (Format::has_biases)
         matrix.biases = io_detail::float_tensor(file, function, base + ".biases", out, groups);
     return QuantizedLinearOf<Format>(std::move(matrix), io_detail::bias_tensor(file, function, base + ".bias", out));
@@ -112,7 +149,8 @@ QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::s
 
 /// Loads the quantized linear layer `prefix` in the format of this mode, group size and bits (known at
 /// run time; MLX affine by default). Throws std::invalid_argument naming the file and tensor for a
-/// missing tensor, a wrong dtype, shapes that do not fit the format, or an unsupported format.
+/// missing tensor, a wrong dtype (so codes of another mode: their scales' dtype differs), shapes that do
+/// not fit the format, a scale the format refuses, or an unsupported format.
 inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size,
                                           int bits, std::string_view mode = "affine") {
     return dispatch_format(mode, group_size, bits, [&]<class Format>(std::type_identity<Format>) {
@@ -128,7 +166,7 @@ inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::stri
     if (!format)
         throw std::invalid_argument("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
                                     " is not quantized in the config; load it with load_linear");
-    return load_mlx_linear(file, prefix, format->group_size, format->bits, "affine");
+    return load_mlx_linear(file, prefix, format->group_size, format->bits, format->mode);
 }
 
 /// Loads the float linear layer `prefix` (prefix.weight F32/F16/BF16 [out, in], optional prefix.bias
@@ -150,20 +188,24 @@ inline Linear load_linear(const SafetensorsFile& file, std::string_view prefix) 
 }
 
 /// Adds layer `prefix` to `writer` in MLX's layout: prefix.weight (U32 codes), prefix.scales and (when
-/// the format has them) prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even), prefix.bias
-/// in `dtype` when the layer has one. Throws std::invalid_argument for another dtype or a name already
-/// added.
+/// the format has them) prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even; U8 scales
+/// of mxfp4 as they are), prefix.bias in `dtype` when the layer has one. Throws std::invalid_argument for
+/// another dtype or a name already added.
 template <class Format>
 void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const QuantizedLinearOf<Format>& layer,
                      Dtype dtype = Dtype::f32) {
-    static_assert(std::is_same_v<typename Format::scale_type, float>,
+    constexpr bool float_scales = std::is_same_v<typename Format::scale_type, float>;
+    static_assert(float_scales || std::is_same_v<typename Format::scale_type, std::uint8_t>,
                   "lowbit::save_mlx_linear: scales of this type are not written yet (add the dtype here)");
     if (!is_float_dtype(dtype))
         throw std::invalid_argument("lowbit::save_mlx_linear: layer " + io_detail::quoted(prefix) + ": scales are " +
                                     "written as F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
     const std::string base(prefix);
     writer.add(base + ".weight", layer.weight().codes);
-    writer.add(base + ".scales", layer.weight().scales, dtype);
+    if constexpr (float_scales)
+        writer.add(base + ".scales", layer.weight().scales, dtype);
+    else
+        writer.add(base + ".scales", layer.weight().scales);
     if constexpr (Format::has_biases) writer.add(base + ".biases", layer.weight().biases, dtype);
     if (layer.bias()) writer.add(base + ".bias", *layer.bias(), dtype);
 }

@@ -5,14 +5,17 @@
 //   {"quantization": {
 //       "group_size": 64, "bits": 4, "mode": "affine",     the global format
 //       "model.layers.0.mlp.down_proj":
-//           {"group_size": 32, "bits": 8},                 an override
+//           {"group_size": 32, "bits": 8},                 an override ("mode" absent: affine)
+//       "model.layers.1.mlp.up_proj":
+//           {"group_size": 32, "bits": 4, "mode": "mxfp4"},  an override in another mode
 //       "lm_head": false},                                 a layer kept in float
 //    ...}
 //
-// Writing: MlxQuantization::to_json gives the section as mlx_lm writes it ("mode": "affine" in the global
-// format and in each override); save_mlx_config writes config.json with that section as "quantization"
-// and again as "quantization_config" (mlx_lm's save_config), over a base config;
-// mlx_quantization(allocate_bits(...)) builds the section of a per-layer bit allocation (ptq/).
+// A missing group_size or bits takes MLX's default for the mode (affine 64 and 4; a float mode its only
+// format, e.g. mxfp4 32 and 4). Writing: MlxQuantization::to_json gives the section as mlx_lm writes it
+// (the mode in the global format and in each override); save_mlx_config writes config.json with that
+// section as "quantization" and again as "quantization_config" (mlx_lm's save_config), over a base
+// config; mlx_quantization(allocate_bits(...)) builds the section of a per-layer bit allocation (ptq/).
 #pragma once
 
 #include "../any_quantized_linear.hpp"
@@ -32,6 +35,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +45,7 @@ LOWBIT_BEGIN_NAMESPACE
 struct LayerQuantization {
     int group_size = 64;
     int bits = 4;
+    std::string mode = "affine";  ///< MLX's mode: "affine" or "mxfp4"
     friend bool operator==(const LayerQuantization&, const LayerQuantization&) = default;
 };
 
@@ -67,8 +72,8 @@ public:
         overrides_[prefix] = format;
     }
 
-    /// The section as mlx_lm's quantize_model writes it: {"group_size": g, "bits": b, "mode": "affine",
-    /// "<layer prefix>": {"group_size": g, "bits": b, "mode": "affine"} or false, ...}; null for an
+    /// The section as mlx_lm's quantize_model writes it: {"group_size": g, "bits": b, "mode": m,
+    /// "<layer prefix>": {"group_size": g, "bits": b, "mode": m} or false, ...}; null for an
     /// unquantized model (no global format, no overrides). Throws std::invalid_argument for overrides
     /// without a global format (MLX reads the global group_size and bits unconditionally).
     nlohmann::json to_json() const {
@@ -87,7 +92,7 @@ public:
     /// Reads the section from a parsed config.json (the whole object). `label` names it in errors.
     /// A config without "quantization" (nor "quantization_config") describes an unquantized model.
     /// Throws std::invalid_argument for a group size or bits that is not a supported integer, a mode
-    /// other than "affine", or a key other than group_size, bits and mode whose value is neither an object
+    /// lowbit does not support, or a key other than group_size, bits and mode whose value is neither an object
     /// (an override) nor false (a layer kept in float).
     static MlxQuantization from_json(const nlohmann::json& config, const std::string& label = "config.json") {
         MlxQuantization result;
@@ -102,8 +107,8 @@ public:
             if (value.is_object()) {
                 result.overrides_[key] = parse_format(value, label, key);
                 if (!result.overrides_[key])
-                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
-                                                " has no group_size/bits");
+                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " +
+                                                io_detail::quoted(key) + " has no group_size, bits or mode");
             } else if (value.is_boolean()) {
                 if (value.get<bool>())
                     throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
@@ -141,25 +146,40 @@ private:
     }
 
     static void check_format(const std::string& where, const LayerQuantization& format) {
-        if (!is_supported_quantization_at_runtime(format.group_size, format.bits))
-            throw std::invalid_argument("lowbit::MlxQuantization: " + io_detail::quoted(where) + ": group_size = " +
-                                        std::to_string(format.group_size) + ", bits = " + std::to_string(format.bits) +
-                                        " is not supported (" + supported_formats_text() + ")");
+        if (!is_supported_format(format.mode, format.group_size, format.bits))
+            throw std::invalid_argument(
+                "lowbit::MlxQuantization: " + io_detail::quoted(where) + ": mode = " + format.mode +
+                ", group_size = " + std::to_string(format.group_size) + ", bits = " + std::to_string(format.bits) +
+                " is not supported (" + supported_formats_text() + ")");
     }
 
     static nlohmann::json format_json(const LayerQuantization& format) {
-        return {{"group_size", format.group_size}, {"bits", format.bits}, {"mode", "affine"}};
+        return {{"group_size", format.group_size}, {"bits", format.bits}, {"mode", format.mode}};
     }
 
     static std::optional<LayerQuantization> parse_format(const nlohmann::json& object, const std::string& label,
                                                          const std::string& where) {
         const auto group = object.find("group_size");
         const auto bits = object.find("bits");
-        if (const auto mode = object.find("mode"); mode != object.end() && *mode != "affine")
-            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                        ": mode " + json_text(*mode) + " is not supported (only \"affine\")");
-        if (group == object.end() && bits == object.end()) return std::nullopt;
-        std::int64_t group_size = 64, bit_count = 4;  // MLX's defaults for a missing key
+        const auto mode = object.find("mode");
+        if (group == object.end() && bits == object.end() && mode == object.end()) return std::nullopt;
+        std::string mode_name = "affine";
+        std::int64_t group_size = 64, bit_count = 4;  // MLX's defaults for a missing key, per mode
+        if (mode != object.end()) {
+            bool known = false;
+            if (mode->is_string()) {
+                mode_name = mode->get<std::string>();
+                detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+                    if (known || mode_name != Format::mode) return;
+                    known = true;
+                    if (mode_name != "affine") group_size = Format::group_size, bit_count = Format::bits;
+                });
+            }
+            if (!known)
+                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                                            ": mode " + json_text(*mode) + " is not supported (" +
+                                            supported_formats_text() + ")");
+        }
         const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
             if (it == object.end()) return;
             if (!it->is_number_integer())
@@ -170,12 +190,12 @@ private:
         read(group, "group_size", group_size);
         read(bits, "bits", bit_count);
         const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
-        if (!in_range || !is_supported_quantization_at_runtime(static_cast<int>(group_size), static_cast<int>(bit_count)))
+        if (!in_range || !is_supported_format(mode_name, static_cast<int>(group_size), static_cast<int>(bit_count)))
             throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                        ": group_size = " + std::to_string(group_size) +
+                                        ": mode = " + mode_name + ", group_size = " + std::to_string(group_size) +
                                         ", bits = " + std::to_string(bit_count) + " is not supported (" +
                                         supported_formats_text() + ")");
-        const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count)};
+        const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count), mode_name};
         return format;
     }
 
