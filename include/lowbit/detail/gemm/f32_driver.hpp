@@ -20,16 +20,16 @@
 
 #include <Eigen/Core>
 
-#include "f32_ukernel.hpp"
-#include "f32_x_panel.hpp"
-#include "group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
 #include "../unroll.hpp"
-#include "f32_panel.hpp"
 #include "f32_gemv.hpp"
 #include "f32_gemv_batch.hpp"
+#include "f32_panel.hpp"
+#include "f32_ukernel.hpp"
+#include "f32_x_panel.hpp"
+#include "group_sums.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -55,7 +55,7 @@ void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
         qgemv_f32_rows<Arch, Format>(q, x, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
-                                              static_cast<Index>(end), out);
+                                     static_cast<Index>(end), out);
     });
 }
 
@@ -63,8 +63,8 @@ void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
 /// GEMV. Threads over output columns; within a thread, tiles of output columns whose codes stay in L2
 /// while every block of x rows (max_rows, or deep_rows on AVX-512) passes over them.
 template <class Arch, class Format>
-void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q,
-                     float* out, Index out_stride) {
+void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q, float* out,
+                     Index out_stride) {
     constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     constexpr int max_rows = QgemvF32Batch<Arch>::max_rows;
@@ -76,7 +76,8 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
     const Index lanes_stride = (std::max<Index>(lanes, 1) + 15) / 16 * 16;
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(M * lanes_stride));
-    for (Index m = 0; m < M; ++m) permute_x_for_gemv<Arch, Format>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
+    for (Index m = 0; m < M; ++m)
+        permute_x_for_gemv<Arch, Format>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
 
     const Index row_bytes = K * Bits / 8;
     // Output columns whose codes (about 128 KiB) stay in L2 while the row blocks pass over them.
@@ -118,8 +119,7 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
 /// out[m * out_stride + n] = (x * dequantize(q)^T)[m, n]; x rows contiguous with stride x_stride.
 /// Threads over tiles of MC rows x NC columns.
 template <class Arch, class Format>
-void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q, float* out,
-               Index out_stride) {
+void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<Format>& q, float* out, Index out_stride) {
     constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     using blocking = QgemmF32Ukernel<Arch>;
     constexpr int MR = blocking::MR, NR = blocking::NR;
@@ -170,20 +170,18 @@ void qgemm_f32(const float* x, Index x_stride, Index M, const QuantizedView<Form
                     const Index next_slice = std::min(slice_groups, groups - next_g0);
                     const bool unpack_next = fuses_panel_build<Arch, Format> && next_g0 < groups;
                     if (!fuses_panel_build<Arch, Format> || (g0 == 0 && j == 0))
-                        build_panel<Arch, Format>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j),
-                                                           panel.data(), scratch, block_scales(g0, j));
+                        build_panel<Arch, Format>(q, g0, slice, n0 + j, std::min<Index>(NR, nc - j), panel.data(),
+                                                  scratch, block_scales(g0, j));
                     if (unpack_next)
-                        gather_panel_words<Arch>(q, next_g0, next_slice, n0 + next_j,
-                                                 std::min<Index>(NR, nc - next_j), scratch);
+                        gather_panel_words<Arch>(q, next_g0, next_slice, n0 + next_j, std::min<Index>(NR, nc - next_j),
+                                                 scratch);
                     const PanelBlockScales next_scales = block_scales(next_g0, next_j);
                     const float* panel_block = panel.data();
                     auto block = [&]<int Rows>(std::integral_constant<int, Rows>, Index m) {
                         auto run = [&]<int Chunk, class AfterChunk>(AfterChunk after_chunk) {
-                            blocking::template run<Rows, GroupSize, Chunk>(panel_block, slice,
-                                                                           x_packed.block(m, Rows, g0),
-                                                                           out + m * out_stride + n0 + j, out_stride,
-                                                                           std::min<Index>(NR, nc - j), g0 == 0,
-                                                                           after_chunk);
+                            blocking::template run<Rows, GroupSize, Chunk>(
+                                panel_block, slice, x_packed.block(m, Rows, g0), out + m * out_stride + n0 + j,
+                                out_stride, std::min<Index>(NR, nc - j), g0 == 0, after_chunk);
                         };
                         if constexpr (fuses_panel_build<Arch, Format>) {
                             if (unpack_next && m + Rows == m0 + mc) {

@@ -24,11 +24,11 @@
 
 #include <Eigen/Core>
 
-#include "f32_codes.hpp"
-#include "group_sums.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
+#include "f32_codes.hpp"
+#include "group_sums.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -144,9 +144,9 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, co
 /// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
 /// (Arch::alignment()-aligned), x_sum: group_sums of x.
 template <class Arch, class Format>
-void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float* x_lanes,
-                    const float* x_sum, Index n_begin, Index n_end, float* out) {
-    static_assert((Format::codes_in_whole_words), "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
+void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float* x_lanes, const float* x_sum,
+                    Index n_begin, Index n_end, float* out) {
+    static_assert(Format::codes_in_whole_words, "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     constexpr int Bits = Format::bits;
@@ -185,8 +185,10 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float*
                 static_for<Count>([&](auto i) {
                     const fbatch xv = fbatch::load_aligned(x_lanes + ((c0 + i) * codes_per_word + t) * W);
                     const fbatch value = F32Codes<Format>::template step<Arch, t>(words[i]);
-                    if constexpr (t == 0) acc[i] = value * xv;
-                    else acc[i] = simd::fma(value, xv, acc[i]);
+                    if constexpr (t == 0)
+                        acc[i] = value * xv;
+                    else
+                        acc[i] = simd::fma(value, xv, acc[i]);
                 });
             });
             static_for<Count>([&](auto i) { total[i] = simd::fma(acc[i], lane_scales(scales, c0 + i), total[i]); });

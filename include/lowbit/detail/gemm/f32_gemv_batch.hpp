@@ -26,10 +26,10 @@
 
 #include <Eigen/Core>
 
-#include "f32_codes.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
+#include "f32_codes.hpp"
 #include "f32_gemv.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -67,10 +67,9 @@ struct QgemvF32Batch {
 /// ahead_rows > 0 the same chunks of weight rows n0 + j + ahead_rows (which must exist) are prefetched
 /// into L2.
 template <class Arch, class Format, int Rows, int Cols>
-LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& q, Index n0,
-                                                   const float* x_lanes, Index lanes_stride,
-                                                   const ChunkScales<Arch, Format>& lane_scales, Index c_begin,
-                                                   Index c_end,
+LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& q, Index n0, const float* x_lanes,
+                                                   Index lanes_stride, const ChunkScales<Arch, Format>& lane_scales,
+                                                   Index c_begin, Index c_end,
                                                    std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
                                                    Index ahead_rows = 0) {
     using fbatch = xsimd::batch<float, Arch>;
@@ -93,8 +92,10 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& 
                 const fbatch xv = fbatch::load_aligned(lanes + r * lanes_stride);
                 static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
                     constexpr int a = decltype(r)::value * Cols + decltype(j)::value;
-                    if constexpr (t == 0) acc[a] = value[j] * xv;
-                    else acc[a] = simd::fma(value[j], xv, acc[a]);
+                    if constexpr (t == 0)
+                        acc[a] = value[j] * xv;
+                    else
+                        acc[a] = simd::fma(value[j], xv, acc[a]);
                 });
             });
         });
@@ -112,10 +113,10 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& 
 /// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
 /// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
 template <class Arch, class Format, int Rows>
-void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index x_stride,
-                          const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
-                          float* out, Index out_stride) {
-    static_assert((Format::codes_in_whole_words),
+void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index x_stride, const float* x_lanes,
+                          Index lanes_stride, const float* x_sum, Index n_begin, Index n_end, float* out,
+                          Index out_stride) {
+    static_assert(Format::codes_in_whole_words,
                   "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
@@ -127,13 +128,12 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index 
     auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n0) LOWBIT_ALWAYS_INLINE {
         std::array<fbatch, Rows * Cols> total;
         total.fill(fbatch(0.0f));
-        accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks,
-                                                             total);
+        accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks, total);
         static_for<Cols>([&](auto j) {
             static_for<Rows>([&](auto r) {
-                out[r * out_stride + n0 + j] = finish_row<Arch>(
-                    total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j, x_sum + r * groups,
-                    x + r * x_stride, chunks * W);
+                out[r * out_stride + n0 + j] =
+                    finish_row<Arch>(total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j,
+                                     x_sum + r * groups, x + r * x_stride, chunks * W);
             });
         });
     };
@@ -152,10 +152,10 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index 
 /// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
 /// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
 template <class Arch, class Format, int Rows>
-void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, Index x_stride,
-                               const float* x_lanes, Index lanes_stride, const float* x_sum, Index n_begin, Index n_end,
-                               Index prefetch_end, float* out, Index out_stride, float* totals) {
-    static_assert((Format::codes_in_whole_words),
+void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, Index x_stride, const float* x_lanes,
+                               Index lanes_stride, const float* x_sum, Index n_begin, Index n_end, Index prefetch_end,
+                               float* out, Index out_stride, float* totals) {
+    static_assert(Format::codes_in_whole_words,
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
@@ -172,15 +172,15 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, I
                 total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
             });
             const Index ahead = n + (n_end - n_begin) < prefetch_end ? n_end - n_begin : 0;
-            accumulate_chunks<Arch, Format, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total,
-                                                              ahead);
+            accumulate_chunks<Arch, Format, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total, ahead);
             if (c1 < chunks) {
-                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
+                static_for<Rows>(
+                    [&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
             } else {
                 static_for<Rows>([&](auto r) {
                     constexpr int row = decltype(r)::value;
-                    out[row * out_stride + n] = finish_row<Arch>(
-                        total[r], q, n, x_sum + row * groups, x + row * x_stride, chunks * W);
+                    out[row * out_stride + n] =
+                        finish_row<Arch>(total[r], q, n, x_sum + row * groups, x + row * x_stride, chunks * W);
                 });
             }
         }

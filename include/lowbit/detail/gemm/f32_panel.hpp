@@ -1,9 +1,9 @@
 // qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
 // into a float panel block with the columns' biases (zeros in a format without biases), for
 // QgemmF32Ukernel, any format (values by F32Codes<Format> and Format::value, scales by
-// Format::group_scale). Vector unpack for codes in whole words, the scalar block unpacker otherwise. The driver builds one block at a time, right before
-// its register blocks read it, or (fuses_panel_build) unpacks it word by word inside the last register
-// block over the block before, in place. The scales and biases are turned into rows once per tile of
+// Format::group_scale). Vector unpack for codes in whole words, the scalar block unpacker otherwise. The driver builds
+// one block at a time, right before its register blocks read it, or (fuses_panel_build) unpacks it word by word inside
+// the last register block over the block before, in place. The scales and biases are turned into rows once per tile of
 // NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group
 // of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so a
 // register block streams its block in order (no stride that maps its rows onto a few L1 sets):
@@ -24,13 +24,13 @@
 
 #include <Eigen/Core>
 
-#include "f32_codes.hpp"
-#include "f32_ukernel.hpp"
-#include "group_sums.hpp"
+#include "../mlx_affine/packing.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
-#include "../mlx_affine/packing.hpp"
+#include "f32_codes.hpp"
+#include "f32_ukernel.hpp"
+#include "group_sums.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
@@ -57,7 +57,7 @@ inline constexpr bool panel_transposes_words = Format::codes_in_whole_words;
 /// (unpack_panel_word between its steps): the formats whose codes fill whole words, where the registers
 /// hold the register block and the unpacking both (32 vector registers: AVX-512).
 template <class Arch, class Format>
-inline constexpr bool fuses_panel_build = panel_transposes_words<Format> && QgemmF32Ukernel<Arch>::W >= 16;
+inline constexpr bool fuses_panel_build = panel_transposes_words<Format>&& QgemmF32Ukernel<Arch>::W >= 16;
 
 /// out[c * out_stride + r] = src[r * src_stride + c] for r < rows, c < cols (32-bit elements): squares of
 /// W x W through simd::transpose_words, the row and column tails element by element. Each square's rows
@@ -80,8 +80,7 @@ void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* 
                 if (prefetch_ahead != 0) __builtin_prefetch(from + r * src_stride + prefetch_ahead, 0, 2);
             }
             simd::transpose_words(square);
-            for (Index c = 0; c < W; ++c)
-                simd::bit_cast<T>(square[c]).store_aligned(out + (c0 + c) * out_stride + r0);
+            for (Index c = 0; c < W; ++c) simd::bit_cast<T>(square[c]).store_aligned(out + (c0 + c) * out_stride + r0);
         }
     for (Index r = 0; r < rows; ++r)
         for (Index c = r < square_rows ? square_cols : 0; c < cols; ++c)
@@ -101,10 +100,9 @@ struct PanelScratch {
     static constexpr int words_per_group = Format::words_per_group;
 
     PanelScratch(Index groups, Index slice_groups)
-        : scales_t(static_cast<std::size_t>(groups * NC)), biases_t(static_cast<std::size_t>(groups * NC)),
-          words_t(panel_transposes_words<Format>
-                      ? static_cast<std::size_t>(slice_groups * words_per_group * NR)
-                      : 0) {}
+        : scales_t(static_cast<std::size_t>(groups * NC)),
+          biases_t(static_cast<std::size_t>(groups * NC)),
+          words_t(panel_transposes_words<Format> ? static_cast<std::size_t>(slice_groups * words_per_group * NR) : 0) {}
     aligned_vector<float> scales_t, biases_t;
     aligned_vector<std::uint32_t> words_t;
 };
@@ -112,8 +110,7 @@ struct PanelScratch {
 /// Fills scratch.scales_t and biases_t for the tile of columns [n0, n0 + nc), nc <= NC (once per tile:
 /// the panel blocks of every slice read their scales and biases from there).
 template <class Arch, class Format>
-void gather_tile_scales(const QuantizedView<Format>& q, Index n0, Index nc,
-                        PanelScratch<Arch, Format>& scratch) {
+void gather_tile_scales(const QuantizedView<Format>& q, Index n0, Index nc, PanelScratch<Arch, Format>& scratch) {
     constexpr Index NC = QgemmF32Ukernel<Arch>::NC;
     const Index groups = q.scales.cols();
     if constexpr (std::is_same_v<typename Format::scale_type, float>) {
@@ -140,8 +137,8 @@ void gather_panel_words(const QuantizedView<Format>& q, Index g0, Index groups, 
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR;
     constexpr int words_per_group = Format::words_per_group;
     const Index slice_words = groups * words_per_group;
-    transpose_block<Arch>(&q.codes(n0, g0 * words_per_group), q.codes.cols(), nc, slice_words,
-                          scratch.words_t.data(), NR, slice_words);
+    transpose_block<Arch>(&q.codes(n0, g0 * words_per_group), q.codes.cols(), nc, slice_words, scratch.words_t.data(),
+                          NR, slice_words);
     for (Index w = 0; w < slice_words; ++w)
         for (Index j = nc; j < NR; ++j) scratch.words_t[static_cast<std::size_t>(w * NR + j)] = 0u;
 }
@@ -156,8 +153,8 @@ struct PanelBlockScales {
 /// The panel rows of code word w of group i of the slice (rows w * codes_per_word ..), fl(s * q) for all
 /// NR columns, W per vector, from scratch.words_t (panel_transposes_words).
 template <class Arch, class Format>
-LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Format>& scratch,
-                                                   PanelBlockScales block, Index i, int w, float* panel) {
+LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Format>& scratch, PanelBlockScales block,
+                                                   Index i, int w, float* panel) {
     static_assert(panel_transposes_words<Format>, "unpack_panel_word: codes must fill whole words");
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     using fbatch = xsimd::batch<float, Arch>;
@@ -195,8 +192,8 @@ LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Inde
 /// for the formats whose codes fill whole words (gather_panel_words, then unpack_panel_word for every
 /// word), the scalar block unpacker otherwise.
 template <class Arch, class Format>
-void build_panel(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc,
-                 float* panel, PanelScratch<Arch, Format>& scratch, PanelBlockScales block) {
+void build_panel(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
+                 PanelScratch<Arch, Format>& scratch, PanelBlockScales block) {
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
     constexpr int GroupSize = Format::group_size;
     constexpr int words_per_group = Format::words_per_group;
@@ -210,7 +207,8 @@ void build_panel(const QuantizedView<Format>& q, Index g0, Index groups, Index n
             for (Index j = 0; j < NR; ++j) {
                 if (j < nc)
                     unpack_codes<Format::bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
-                else codes.fill(0.0f);
+                else
+                    codes.fill(0.0f);
                 const float scale = block.scales[i * NC + j];
                 for (int k = 0; k < GroupSize; ++k)
                     panel[panel_offset<Arch, GroupSize>(i, k, j)] =

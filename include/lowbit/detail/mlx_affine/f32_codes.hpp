@@ -21,16 +21,16 @@ template <int GroupSize, int Bits>
 struct F32Codes<MlxAffine<GroupSize, Bits>> {
     static constexpr int codes_per_word = 32 / Bits;
 
-    static float x_lanes_scale(int t) {
-        return t + 1 == codes_per_word ? 1.0f : std::ldexp(1.0f, -t * Bits);
-    }
+    static float x_lanes_scale(int t) { return t + 1 == codes_per_word ? 1.0f : std::ldexp(1.0f, -t * Bits); }
 
     template <class Arch, int Step>
     LOWBIT_ALWAYS_INLINE static xsimd::batch<float, Arch> step(const xsimd::batch<std::uint32_t, Arch>& words) {
         using ubatch = xsimd::batch<std::uint32_t, Arch>;
         ubatch code;
-        if constexpr (Step + 1 == codes_per_word) code = words >> (32 - Bits);
-        else code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
+        if constexpr (Step + 1 == codes_per_word)
+            code = words >> (32 - Bits);
+        else
+            code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
 #if defined(__AVX512F__)
         if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
             // The masked form: xsimd 13's conversion starts from an undefined register that GCC 12

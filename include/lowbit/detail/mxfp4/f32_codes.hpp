@@ -24,8 +24,10 @@ struct F32Codes<Mxfp4> {
 
     template <class Arch, int Step>
     LOWBIT_ALWAYS_INLINE static xsimd::batch<float, Arch> step(const xsimd::batch<std::uint32_t, Arch>& words) {
-        if constexpr (Step == 0) return value<Arch>(words);
-        else return value<Arch>(words >> (4 * Step));
+        if constexpr (Step == 0)
+            return value<Arch>(words);
+        else
+            return value<Arch>(words >> (4 * Step));
     }
 
     /// The value of the code in the low 4 bits of each lane (the higher bits are ignored).
