@@ -9,7 +9,7 @@
 //
 // The matmul rows are generated from the format list (lowbit::QuantizedFormats): the headline formats
 // (q4 g64 and q8 g64) at every shared shape and in --quick, every other format at 4096 x 4096 with M =
-// 1, 8, 32 and 512 in the default run. The rows of a float mode (mxfp4) are compared with the MLX
+// 1, 8, 32 and 512 in the default run. The rows of a float mode (mxfp4, nvfp4) are compared with the MLX
 // affine rows of the same bits, group size 32 and kind (f32 or int8), rather than with Eigen.
 //
 // For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which

@@ -6,9 +6,9 @@
 //                                 DIR/original.safetensors (its float weights), then inspects them
 //
 // A quantized MLX layer P is P.weight (U32) with P.scales and P.biases (mode affine) or U8 P.scales
-// alone (mode mxfp4). Its mode, group size and bits come from config.json beside FILE (or --config),
-// else from the scales' dtype and the float original's P.weight (in = its columns), else from the
-// shapes alone when only one supported format fits them.
+// alone (the float modes, mxfp4 and nvfp4). Its mode, group size and bits come from config.json beside
+// FILE (or --config), else from the float original's P.weight (in = its columns) and the scales' dtype,
+// else from the shapes and the scales' dtype alone when only one supported format fits them.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +19,8 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <lowbit/io.hpp>
@@ -42,21 +44,19 @@ bool ends_with(const std::string& text, const std::string& suffix) {
     return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// The mode of quantized scales of this dtype: U8 exponents are mxfp4's, float scales affine's.
-std::string mode_of_scales(lowbit::Dtype scales) {
-    return scales == lowbit::Dtype::u8 ? "mxfp4" : "affine";
-}
-
-/// Every supported format of `mode` that fits a weight [out, words] and scales [out, groups].
-std::vector<lowbit::LayerQuantization> formats_from_shapes(const std::string& mode, std::uint64_t words,
-                                                           std::uint64_t groups) {
+/// Every supported format whose scales have this dtype (U8 for the float modes, a float type for
+/// affine) that fits a weight [out, words] and scales [out, groups]; with `in` known, only those of
+/// that input width.
+std::vector<lowbit::LayerQuantization> formats_from_shapes(lowbit::Dtype scales, std::uint64_t words,
+                                                           std::uint64_t groups, std::optional<std::uint64_t> in) {
     std::vector<lowbit::LayerQuantization> formats;
-    for (const int group_size : {32, 64, 128})
-        for (const int bits : {2, 3, 4, 5, 6, 8})
-            if (lowbit::is_supported_format(mode, group_size, bits) &&
-                (words * 32) % static_cast<std::uint64_t>(bits) == 0 &&
-                words * 32 / static_cast<std::uint64_t>(bits) == groups * static_cast<std::uint64_t>(group_size))
-                formats.push_back({group_size, bits, mode});
+    const auto consider = [&]<class Format>(Format) {
+        const std::uint64_t width = groups * Format::group_size;
+        if ((scales == lowbit::Dtype::u8) == std::is_same_v<typename Format::scale_type, std::uint8_t> &&
+            words * 32 == width * Format::bits && (!in || *in == width))
+            formats.push_back({Format::group_size, Format::bits, Format::mode});
+    };
+    std::apply([&](auto... format) { (consider(format), ...); }, lowbit::QuantizedFormats{});
     return formats;
 }
 
@@ -92,28 +92,23 @@ void inspect_safetensors(const std::filesystem::path& path, const std::optional<
         const auto scales = file.tensor(prefix + ".scales");
         if (scales.shape.size() != 2 || (scales.dtype != lowbit::Dtype::u8 && !file.contains(prefix + ".biases")))
             continue;
-        const std::string mode = mode_of_scales(scales.dtype);
         std::optional<lowbit::LayerQuantization> format;
         std::string source;
         if (config && config->for_layer(prefix)) {
             format = config->for_layer(prefix);
             source = "config.json";
-        } else if (original && original->contains(name) && original->tensor(name).shape.size() == 2) {
-            const std::uint64_t in = original->tensor(name).shape[1];
-            if (in > 0 && scales.shape[1] > 0 && (weight.shape[1] * 32) % in == 0 && in % scales.shape[1] == 0) {
-                format = lowbit::LayerQuantization{static_cast<int>(in / scales.shape[1]),
-                                                   static_cast<int>(weight.shape[1] * 32 / in), mode};
-                source = "the original's shape";
-            }
         } else {
-            const auto formats = formats_from_shapes(mode, weight.shape[1], scales.shape[1]);
+            std::optional<std::uint64_t> in;
+            if (original && original->contains(name) && original->tensor(name).shape.size() == 2)
+                in = original->tensor(name).shape[1];
+            const auto formats = formats_from_shapes(scales.dtype, weight.shape[1], scales.shape[1], in);
             if (formats.size() == 1) {
                 format = formats[0];
-                source = "the shapes";
-            } else {
+                source = in ? "the original's shape" : "the shapes";
+            } else if (formats.size() > 1) {
                 std::printf("  layer %s: quantized (%s scales); group size and bits ambiguous from shapes:", prefix.c_str(),
                             std::string(lowbit::dtype_name(scales.dtype)).c_str());
-                for (const auto& f : formats) std::printf(" g%d/b%d", f.group_size, f.bits);
+                for (const auto& f : formats) std::printf(" %s g%d/b%d", f.mode.c_str(), f.group_size, f.bits);
                 std::printf(" (give --config or --original)\n");
                 continue;
             }

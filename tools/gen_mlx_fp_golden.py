@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes tests/data/mlx_fp_golden.hpp: MLX CPU mx.quantize / mx.dequantize outputs in the microscaling
-float modes (mxfp4 so far) for lowbit's bit-identity tests.
+float modes (mxfp4 and nvfp4 so far) for lowbit's bit-identity tests.
 
-One float32 weight matrix [rows, 64] of random and edge-case groups; the packed words and E8M0 scale
-bytes mx.quantize returns on the CPU, and mx.dequantize's float32 values. Floats are stored as their
+One float32 weight matrix [rows, 64] of random and edge-case groups (for nvfp4 with more rows of its own
+edge cases); the packed words and scale bytes mx.quantize returns on the CPU, and mx.dequantize's
+float32 values. Floats are stored as their
 bit patterns so the tests compare exactly. The tests never run Python; rerun this by hand:
 
     python3 -m venv /tmp/mlxenv && /tmp/mlxenv/bin/pip install 'mlx[cpu]==0.32.4' numpy
@@ -46,6 +47,46 @@ def weights(rng):
     return np.stack(rows).astype(np.float32)
 
 
+def nvfp4_rows(rng):
+    """More rows for nvfp4 (groups of 16): its E4M3 scale's rounding, saturation and underflow."""
+    H = 16
+    rows = []
+    # amax / 6 at E4M3 rounding midpoints (normal and subnormal), just beside them, and exact values.
+    mids = [6 * 1.0625, 6 * 1.1875, 6 * 2.0 ** -7 * 1.5 / 2 * 2, 6 * 2.0 ** -9 * 2.5, 6 * 2.0 ** -9 * 3.5,
+            6 * 2.0 ** -10, 6 * 2.0 ** -10 * 1.0001, 6 * 2.0 ** -11]
+    for pair in range(0, len(mids), 4):
+        row = []
+        for amax in mids[pair:pair + 4]:
+            g = rng.uniform(-1.0, 1.0, H) * amax
+            g[rng.integers(H)] = -amax
+            row.append(g)
+        rows.append(np.concatenate(row))
+    # Saturation: amax / 6 at 448, between 448 and 464, at 464 and far beyond; underflow to a zero scale.
+    sat = []
+    for amax in [6 * 448.0, 6 * 460.0, 6 * 464.0, 1e30]:
+        g = rng.uniform(-1.0, 1.0, H) * amax
+        g[3] = amax
+        sat.append(g)
+    rows.append(np.concatenate(sat))
+    small = [rng.uniform(-1.0, 1.0, H) * 1e-4, rng.uniform(-1.0, 1.0, H) * 1e-38,
+             np.concatenate([[-1e-45], np.zeros(H - 1)]), rng.standard_normal(H) * 3.0]
+    rows.append(np.concatenate(small))
+    # Codes at ties of E2M1 under an exact scale of 1 (amax 6): 0.25, 0.75, 1.25, ..., 5 and negatives.
+    ties = np.array([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -6.0, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5, -5.0])
+    rows.append(np.concatenate([ties, ties * 2.0 ** -8, ties * 2.0 ** 8, -ties * 3.0]))
+    return np.stack(rows).astype(np.float32)
+
+
+def emit_mode(mode, w, prefix):
+    wq, scales = mx.quantize(mx.array(w), mode=mode)
+    deq = mx.dequantize(wq, scales, mode=mode, dtype=mx.float32)
+    mx.eval(wq, scales, deq)
+    print(f"inline constexpr std::uint32_t {prefix}_codes[] = {{" + words(np.array(wq)) + "};")
+    print(f"inline constexpr std::uint8_t {prefix}_scales[] = {{" +
+          ", ".join(str(int(v)) for v in np.array(scales).reshape(-1)) + "};")
+    print(f"inline constexpr std::uint32_t {prefix}_dequantized[] = {{" + float_bits(np.array(deq)) + "};")
+
+
 def main():
     rng = np.random.default_rng(20261204)
     w = weights(rng)
@@ -57,13 +98,7 @@ def main():
     print(f"inline constexpr int cols = {w.shape[1]};\n")
     print(f"/// Weights [{w.shape[0]}, {w.shape[1]}].")
     print(f"inline constexpr std::uint32_t weights[] = {{{float_bits(w)}}};")
-    wq, scales = mx.quantize(mx.array(w), mode="mxfp4")
-    deq = mx.dequantize(wq, scales, mode="mxfp4", dtype=mx.float32)
-    mx.eval(wq, scales, deq)
-    print("inline constexpr std::uint32_t mxfp4_codes[] = {" + words(np.array(wq)) + "};")
-    print("inline constexpr std::uint8_t mxfp4_scales[] = {" +
-          ", ".join(str(int(v)) for v in np.array(scales).reshape(-1)) + "};")
-    print("inline constexpr std::uint32_t mxfp4_dequantized[] = {" + float_bits(np.array(deq)) + "};")
+    emit_mode("mxfp4", w, "mxfp4")
     # Every code with every scale byte from 0 to 254 (one row per byte, each code twice): dequantize only.
     codes = np.tile(np.arange(16, dtype=np.uint32), 2)
     packed = np.zeros((255, 4), dtype=np.uint32)
@@ -74,6 +109,21 @@ def main():
     mx.eval(deq_all)
     print("/// Dequantized [255, 32]: row e holds codes 0..15 twice under scale byte e.")
     print("inline constexpr std::uint32_t mxfp4_every_code_dequantized[] = {" + float_bits(np.array(deq_all)) + "};")
+    # nvfp4: the same weights and its own rows below them.
+    extra = nvfp4_rows(rng)
+    print(f"\n/// nvfp4: weights, then these rows [{extra.shape[0]}, {extra.shape[1]}].")
+    print(f"inline constexpr int nvfp4_extra_rows = {extra.shape[0]};")
+    print(f"inline constexpr std::uint32_t nvfp4_extra_weights[] = {{{float_bits(extra)}}};")
+    emit_mode("nvfp4", np.concatenate([w, extra]), "nvfp4")
+    # Every code under every scale byte 0..255 (one row per byte, each code twice, two groups): dequantize.
+    packed = np.zeros((256, 4), dtype=np.uint32)
+    for i in range(32):
+        packed[:, i // 8] |= codes[i] << (4 * (i % 8))
+    byte_scales = np.repeat(np.arange(256, dtype=np.uint8).reshape(256, 1), 2, axis=1)
+    deq_all = mx.dequantize(mx.array(packed), mx.array(byte_scales), mode="nvfp4", dtype=mx.float32)
+    mx.eval(deq_all)
+    print("/// Dequantized [256, 32]: row s holds codes 0..15 twice under scale byte s in both groups.")
+    print("inline constexpr std::uint32_t nvfp4_every_code_dequantized[] = {" + float_bits(np.array(deq_all)) + "};")
     print("\n}  // namespace lowbit::test::mlx_fp_golden")
 
 

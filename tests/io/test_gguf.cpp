@@ -17,6 +17,7 @@
 #include <lowbit/io.hpp>
 
 #include "io/io_support.hpp"
+#include "support/float_bits.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -25,12 +26,11 @@ using Catch::Matchers::ContainsSubstring;
 using lowbit::GgmlType;
 using lowbit::GgufFile;
 using lowbit::RowMatrixXf;
+using lowbit::test::bits_of;
 using lowbit::test::ByteWriter;
 using lowbit::test::GgufBuilder;
 
 constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q8_0 = 8, q4_k = 12;
-
-std::uint32_t bits_of(float value) { return std::bit_cast<std::uint32_t>(value); }
 
 /// A random finite f16 bit pattern of either sign, from subnormal to about 2^4.
 std::uint16_t random_f16(std::mt19937_64& rng) {

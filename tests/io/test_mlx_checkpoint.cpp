@@ -112,7 +112,8 @@ TEST_CASE("read_mlx_config rejects unsupported or malformed quantization", "[io]
     rejects(R"({"quantization": {"group_size": 64, "bits": "4"}})", {"bits", "not an integer"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "lm_head": true}})", {"'lm_head'", "true"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"group_size": 16, "bits": 4}}})", {"'x'", "16"});
-    rejects(R"({"quantization": {"group_size": 16, "bits": 4, "mode": "nvfp4"}})", {"mode \"nvfp4\"", "mxfp4 (bits"});
+    rejects(R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxint4"}})", {"mode \"mxint4\"", "nvfp4 (bits"});
+    rejects(R"({"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}})", {"mode = nvfp4", "group_size = 32"});
     rejects(R"({"quantization": {"group_size": 32, "bits": 8, "mode": "mxfp4"}})", {"mode = mxfp4", "bits = 8"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "mode": 4}})", {"mode 4"});
     rejects(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"mode": "affine4"}}})", {"'x'", "affine4"});
@@ -254,6 +255,12 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     exponents[2 * 2 + 1] = 255;  // NaN in E8M0 at row 2, group 1
     writer.add("n.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});
     writer.add("n.scales", exponents, {4, 2});
+    std::vector<std::uint8_t> e4m3(4 * 4, 0x38);                        // 1.0
+    writer.add("v.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});  // 4 x 64 in nvfp4
+    writer.add("v.scales", e4m3, {4, 4});
+    e4m3[1 * 4 + 3] = 0xFF;  // NaN in E4M3 at row 1, group 3
+    writer.add("w.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});
+    writer.add("w.scales", e4m3, {4, 4});
     const auto bytes = writer.to_bytes();
     const auto file = SafetensorsFile::from_bytes(bytes, "layers.safetensors");
 
@@ -263,10 +270,13 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     CHECK(lowbit::load_mlx_linear_as<lowbit::MlxAffine<32, 4>>(file, "p").weight().scales == RowMatrixXf::Ones(4, 2));
     CHECK(std::string(lowbit::load_mlx_linear(file, "m", 32, 4, "mxfp4").mode()) == "mxfp4");
     CHECK(lowbit::load_mlx_linear(file, "m", 32, 4, "mxfp4").dequantize() == RowMatrixXf::Zero(4, 64));
-    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "nvfp4"),
-                      ContainsSubstring("mode = nvfp4, group_size = 16, bits = 4 is not a supported format") &&
+    CHECK(std::string(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").mode()) == "nvfp4");
+    CHECK(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").dequantize() == RowMatrixXf::Zero(4, 64));
+    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "mxfp4"),
+                      ContainsSubstring("mode = mxfp4, group_size = 16, bits = 4 is not a supported format") &&
                           ContainsSubstring("affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
-                                            "mxfp4 (bits in {4}, group size in {32})"));
+                                            "mxfp4 (bits in {4}, group size in {32}); nvfp4 (bits in {4}, group "
+                                            "size in {16})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {
         try {
             call();
@@ -288,6 +298,10 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     rejects([&] { (void)lowbit::load_mlx_linear(file, "m", 32, 4, "affine"); }, {"'m.scales'", "U8", "not F32"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "n", 32, 4, "mxfp4"); },
             {"'n.scales'", "row 2, group 1", "is 255", "mxfp4"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "w", 16, 4, "nvfp4"); },
+            {"'w.scales'", "row 1, group 3", "is 255", "nvfp4"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "m", 16, 4, "nvfp4"); }, {"'m.scales'", "[4, 2]"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "v", 32, 4, "mxfp4"); }, {"'v.scales'", "[4, 4]"});
     rejects([&] { (void)lowbit::load_linear(file, "p"); }, {"'p.weight'", "U32"});
     rejects([&] { (void)lowbit::load_linear(file, "s"); }, {"'s.bias'", "[4, 1]"});
     SafetensorsWriter out;

@@ -2,7 +2,7 @@
 // mx.quantize / mx.dequantize (golden data from tools/gen_mlx_fp_golden.py: random groups, ties, signed
 // zeros, constant groups, exponent boundaries, magnitudes near FLT_MAX and subnormal, every code under
 // every scale byte), worked examples of the exponent and code rules, the refusals, and the layer's
-// f32 and int8 forward against x * dequantize(q)^T.
+// f32 and int8 forward: test_float_modes.cpp.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -15,26 +15,16 @@
 #include <lowbit/lowbit.hpp>
 
 #include "data/mlx_fp_golden.hpp"
-#include "support/random.hpp"
-#include "support/tolerance.hpp"
+#include "support/float_bits.hpp"
 
 namespace {
 
 using Catch::Matchers::ContainsSubstring;
 using lowbit::Mxfp4;
 using lowbit::RowMatrixXf;
+using lowbit::test::bits_of;
+using lowbit::test::float_matrix;
 namespace golden = lowbit::test::mlx_fp_golden;
-
-template <std::size_t Size>
-RowMatrixXf float_matrix(const std::uint32_t (&bits)[Size], Eigen::Index rows) {
-    RowMatrixXf m(rows, static_cast<Eigen::Index>(Size) / rows);
-    for (std::size_t i = 0; i < Size; ++i) m.data()[i] = std::bit_cast<float>(bits[i]);
-    return m;
-}
-
-std::uint32_t bits_of(float value) {
-    return std::bit_cast<std::uint32_t>(value);
-}
 
 }  // namespace
 
@@ -123,32 +113,4 @@ TEST_CASE("mxfp4 quantize refuses NaN, Inf and groups below E8M0's range, naming
     CHECK(int{lowbit::quantize<Mxfp4>(w).scales(1, 1)} == 0);
     CHECK_THROWS_WITH(lowbit::quantize<Mxfp4>(RowMatrixXf::Zero(2, 48)),
                       ContainsSubstring("in = 48 is not a multiple of GroupSize = 32"));
-}
-
-TEST_CASE("QuantizedLinearOf<Mxfp4>: f32 and int8 forward against x * dequantize(q)^T", "[quantized_linear][mxfp4]") {
-    auto rng = lowbit::test::make_rng(1604);
-    const RowMatrixXf w = lowbit::test::random_weights(rng, 19, 128);
-    const auto layer = lowbit::QuantizedLinearOf<Mxfp4>::from_linear(lowbit::Linear{w, Eigen::VectorXf::Zero(19)});
-    const RowMatrixXf deq = layer.dequantize();
-    for (const Eigen::Index M : {1, 5}) {
-        INFO("M = " << M);
-        RowMatrixXf x(M, 128);
-        const auto values = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(M * 128), -1.0f, 1.0f);
-        std::copy(values.begin(), values.end(), x.data());
-        const RowMatrixXf y = layer.forward(x);
-        const RowMatrixXf y8 = layer.forward(x, lowbit::Activations::int8);
-        for (Eigen::Index m = 0; m < M; ++m)
-            for (Eigen::Index n = 0; n < 19; ++n) {
-                double exact = 0.0, abs_sum = 0.0, abs_w = 0.0;
-                for (Eigen::Index k = 0; k < 128; ++k) {
-                    exact += double(x(m, k)) * double(deq(n, k));
-                    abs_sum += std::fabs(double(x(m, k)) * double(deq(n, k)));
-                    abs_w += std::fabs(double(deq(n, k)));
-                }
-                const double f32_bound = lowbit::test::dot_tolerance(128, abs_sum);
-                CHECK(std::fabs(double(y(m, n)) - exact) <= f32_bound);
-                // int8 activations: each x within half a step a / 2 of its code, a = max|x| / 127 <= 1 / 127.
-                CHECK(std::fabs(double(y8(m, n)) - exact) <= 0.5 / 127.0 * abs_w + 2.0 * f32_bound);
-            }
-    }
 }

@@ -18,22 +18,16 @@
 #include <lowbit/lowbit.hpp>
 
 #include "data/mlx_golden.hpp"
+#include "support/float_bits.hpp"
 #include "support/random.hpp"
 #include "support/tolerance.hpp"
 
 namespace {
 
-using lowbit::RowMatrixXf;
 using Catch::Matchers::ContainsSubstring;
-
-template <std::size_t Size>
-RowMatrixXf float_matrix(const std::uint32_t (&bits)[Size], Eigen::Index rows) {
-    RowMatrixXf m(rows, static_cast<Eigen::Index>(Size) / rows);
-    for (std::size_t i = 0; i < Size; ++i) m.data()[i] = std::bit_cast<float>(bits[i]);
-    return m;
-}
-
-std::uint32_t bits_of(float value) { return std::bit_cast<std::uint32_t>(value); }
+using lowbit::RowMatrixXf;
+using lowbit::test::bits_of;
+using lowbit::test::float_matrix;
 
 template <int GroupSize, int Bits, std::size_t WeightSize, std::size_t CodeSize, std::size_t ScaleSize>
 void check_golden(const std::uint32_t (&weights)[WeightSize], const std::uint32_t (&codes)[CodeSize],
@@ -252,9 +246,12 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK_FALSE(lowbit::is_supported_format("affine", 16, 4));
     CHECK(lowbit::is_supported_format("mxfp4", 32, 4));
     CHECK_FALSE(lowbit::is_supported_format("mxfp4", 64, 4));
+    CHECK(lowbit::is_supported_format("nvfp4", 16, 4));
+    CHECK_FALSE(lowbit::is_supported_format("nvfp4", 32, 4));
     static_assert(lowbit::is_supported_format("affine", 32, 3), "usable in constant expressions");
     CHECK(lowbit::supported_formats_text() ==
-          "affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32})");
+          "affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
+          "nvfp4 (bits in {4}, group size in {16})");
     int formats = 0;
     lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
         const auto [group, bits] = lowbit::dispatch_format(Format::mode, Format::group_size, Format::bits,
@@ -268,7 +265,7 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK(formats == static_cast<int>(std::tuple_size_v<lowbit::QuantizedFormats>));
     CHECK_THROWS_WITH(lowbit::dispatch_format("affine", 64, 7, [](auto) {}),
                       ContainsSubstring("mode = affine, group_size = 64, bits = 7 is not a supported format"));
-    CHECK_THROWS_WITH(lowbit::dispatch_format("nvfp4", 16, 4, [](auto) {}), ContainsSubstring("mode = nvfp4"));
+    CHECK_THROWS_WITH(lowbit::dispatch_format("nvfp4", 32, 4, [](auto) {}), ContainsSubstring("mode = nvfp4"));
 }
 
 TEST_CASE("quantize<Format> is quantize<GroupSize, Bits>, and view() describes the matrix", "[quantize][formats]") {

@@ -326,6 +326,27 @@ void check_quantized_rows(std::mt19937_64& rng, Index rows, Index cols, Index ba
     }
 }
 
+/// A float mode's quantize and f32 quantized_matmul (the whole matrix and one row of x) at every thread
+/// count equal the 1-thread results bit for bit.
+template <class Format>
+void check_format_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) {
+    const RowMatrixXf w = random_matrix(rng, rows, cols);
+    const RowMatrixXf x = random_matrix(rng, batch, cols);
+    lowbit::set_num_threads(1);
+    const auto q_one = lowbit::quantize<Format>(w);
+    const RowMatrixXf y_one = lowbit::quantized_matmul(x, q_one);
+    const RowMatrixXf y_row_one = lowbit::quantized_matmul(x.row(0), q_one);
+    for (const int threads : thread_counts) {
+        lowbit::set_num_threads(threads);
+        INFO(Format::mode << ", rows " << rows << ", cols " << cols << ", batch " << batch << ", threads " << threads);
+        const auto q = lowbit::quantize<Format>(w);
+        CHECK(q.codes == q_one.codes);
+        CHECK(q.scales == q_one.scales);
+        CHECK(first_matrix_difference(lowbit::quantized_matmul(x, q_one), y_one) == -1);
+        CHECK(first_matrix_difference(lowbit::quantized_matmul(x.row(0), q_one), y_row_one) == -1);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("quantize and dequantize at row counts around rows_per_range", "[threads][boundaries]") {
@@ -388,6 +409,10 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
     constexpr Index pack_grain = x_pack_grain_rows<lowbit::detail::dispatch_arch>();
     for (const Index batch : {pack_grain - 1, pack_grain, pack_grain + 1, 2 * pack_grain + 1})
         check_quantized_rows<64, 4>(rng, 64, 256, batch);
+    // The float modes on the same kernels: 4-bit codes, so the GEMV's grain is 128 rows of 4096 columns.
+    for (const Index rows : {Index{127}, Index{129}, Index{257}}) check_format_rows<lowbit::Mxfp4>(rng, rows, 4096, 1);
+    check_format_rows<lowbit::Nvfp4>(rng, 257, 4096, 9);
+    check_format_rows<lowbit::Nvfp4>(rng, 257, 512, 40);
 }
 
 namespace {
@@ -398,16 +423,17 @@ namespace {
 /// on its panels (built at that count), and the 1-thread result is near the scalar
 /// reference's (the kernel tests hold the exact bound; here a result cut short at a range edge or
 /// written to the wrong row would be far off).
-template <int GroupSize, int Bits>
+template <class Format>
 void check_int8_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) {
-    const auto q = lowbit::quantize<GroupSize, Bits>(random_matrix(rng, rows, cols));
+    const auto q = lowbit::quantize<Format>(random_matrix(rng, rows, cols));
     const RowMatrixXf x = random_matrix(rng, batch, cols);
     lowbit::set_num_threads(1);
     const RowMatrixXf y_one = lowbit::quantized_matmul(x, q, lowbit::Activations::int8);
     RowMatrixXf reference(batch, rows);
     lowbit::detail::reference::quantized_matmul_int8(x.data(), x.cols(), batch, q.view(), reference.data(), rows);
     const double magnitude = (x.cwiseAbs() * lowbit::dequantize(q).cwiseAbs().transpose()).maxCoeff();
-    INFO("GroupSize " << GroupSize << ", Bits " << Bits << ", rows " << rows << ", cols " << cols << ", batch " << batch);
+    INFO(Format::mode << " GroupSize " << Format::group_size << ", Bits " << Format::bits << ", rows " << rows
+                      << ", cols " << cols << ", batch " << batch);
     CHECK((reference - y_one).cwiseAbs().maxCoeff() <= 1e-4 * magnitude);
     RowMatrixXf y_layer_first;
     for (const int threads : thread_counts) {
@@ -416,7 +442,7 @@ void check_int8_rows(std::mt19937_64& rng, Index rows, Index cols, Index batch) 
         CHECK(first_matrix_difference(lowbit::quantized_matmul(x, q, lowbit::Activations::int8), y_one) == -1);
         // A layer builds its panels (threaded over panels) on its first int8 forward, at this count,
         // and runs the panel GEMM on them at every M: the same result at every count.
-        const lowbit::QuantizedLinear<GroupSize, Bits> layer(q);
+        const lowbit::QuantizedLinearOf<Format> layer(q);
         const RowMatrixXf y_layer = layer.forward(x, lowbit::Activations::int8);
         CHECK(first_matrix_difference(layer.forward(x, lowbit::Activations::int8), y_layer) == -1);
         if (threads == thread_counts[0]) y_layer_first = y_layer;
@@ -434,15 +460,17 @@ TEST_CASE("quantized_matmul with int8 activations at output-row counts around it
     // The row-dot kernel (fewer than MlxAffineI8Kernels::gemm_rows rows of x): about 256 KiB of code
     // bytes per range, 2^18 / (cols * Bits / 8) output rows: 256 for 2048 4-bit columns.
     for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}}) {
-        check_int8_rows<64, 4>(rng, rows, 2048, 1);
-        check_int8_rows<64, 4>(rng, rows, 2048, 5);
+        check_int8_rows<lowbit::MlxAffine<64, 4>>(rng, rows, 2048, 1);
+        check_int8_rows<lowbit::MlxAffine<64, 4>>(rng, rows, 2048, 5);
     }
     // The panel GEMM (from gemm_rows rows of x on): one panel of NR output rows (32 with AVX-512, 8
     // with AVX2) per task, x's row blocks of MR rows (6 or 4) quantized across the threads.
     const Index first_gemm = lowbit::detail::MlxAffineI8Kernels<64, 4, lowbit::detail::dispatch_int8_ops>::gemm_rows;
     for (const Index rows : {Index{7}, Index{8}, Index{9}, Index{31}, Index{32}, Index{33}, Index{65}, Index{97}})
         for (const Index batch : {first_gemm, first_gemm + 1, Index{40}})
-            check_int8_rows<64, 4>(rng, rows, 256, batch);
-    check_int8_rows<32, 3>(rng, 65, 256, 20);   // codes unpacked to bytes per panel
-    check_int8_rows<128, 8>(rng, 33, 512, 13);  // 8-bit codes (AVX2 splits them)
+            check_int8_rows<lowbit::MlxAffine<64, 4>>(rng, rows, 256, batch);
+    check_int8_rows<lowbit::MlxAffine<32, 3>>(rng, 65, 256, 20);   // codes unpacked to bytes per panel
+    check_int8_rows<lowbit::MlxAffine<128, 8>>(rng, 33, 512, 13);  // 8-bit codes (AVX2 splits them)
+    check_int8_rows<lowbit::Mxfp4>(rng, 65, 256, 20);              // E2M1 codes through the code table
+    check_int8_rows<lowbit::Nvfp4>(rng, 33, 256, 1);
 }

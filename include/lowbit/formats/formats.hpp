@@ -26,11 +26,12 @@
 
 #include "mlx_affine.hpp"
 #include "mxfp4.hpp"
+#include "nvfp4.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 
 /// Every supported format, as a std::tuple of types.
-using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4>{}));
+using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4, Nvfp4>{}));
 
 /// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
 #define LOWBIT_FORMAT_LIST(X)                                                                                  \
@@ -42,7 +43,7 @@ using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(
             X(::lowbit::MlxAffine<32, 5>) X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>)         \
                 X(::lowbit::MlxAffine<32, 6>) X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>)     \
                     X(::lowbit::MlxAffine<32, 8>) X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) \
-                        X(::lowbit::Mxfp4)
+                        X(::lowbit::Mxfp4) X(::lowbit::Nvfp4)
 
 namespace detail {
 

@@ -13,9 +13,9 @@
 
 #include "../detail/config.hpp"
 
-#include <array>
-#include <bit>
 #include <cstdint>
+
+#include "minifloats.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 
@@ -32,23 +32,18 @@ struct Mxfp4 {
     static constexpr std::uint32_t max_code = 15;
     static constexpr bool codes_in_whole_words = true;
 
+    /// The element encoding of the codes.
+    using element = E2m1;
+
     /// How a group dequantizes (the contract of MlxAffine::value): value(q) is twice the E2M1 value, an
     /// integer in {0, +-1, +-2, +-3, +-4, +-6, +-8, +-12} (code 8 is -0), and group_scale(e) is
     /// 2^(e - 128), so that value * group_scale is E2M1(q) * 2^(e - 127), the same real number and
     /// so the same float as MLX's lut[q] * 2^(e - 127). e = 255 (NaN in OCP MX, +Inf in MLX's
     /// dequantize) gives 2^127 here: the loaders refuse it.
-    static constexpr float value(std::uint32_t code) noexcept {
-        constexpr std::array<float, 8> doubled{0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f};
-        const float magnitude = doubled[code & 7u];
-        return (code & 8u) != 0 ? -magnitude : magnitude;
-    }
+    static constexpr float value(std::uint32_t code) noexcept { return E2m1::doubled_value(code); }
     /// False for byte 255, NaN in OCP MX: the MLX loader refuses such a scale, naming row and group.
     static constexpr bool is_valid_scale(scale_type exponent) noexcept { return exponent != 255; }
-    static constexpr float group_scale(scale_type exponent) noexcept {
-        // 2^(e - 128) from its bits: a normal float from e = 2 on, subnormal 2^-127 and 2^-128 below.
-        return exponent >= 2 ? std::bit_cast<float>(static_cast<std::uint32_t>(exponent - 1) << 23)
-                             : std::bit_cast<float>(std::uint32_t{1} << (21 + exponent));
-    }
+    static constexpr float group_scale(scale_type exponent) noexcept { return e8m0_value(exponent, -1); }
 };
 
 LOWBIT_END_NAMESPACE

@@ -5,6 +5,6 @@
 
 #include "mlx_affine.hpp"
 #include "mlx_affine_quantize.hpp"
-#include "mxfp4.hpp"
+#include "e2m1.hpp"
 
 #include "format_instances.hpp"

@@ -1,7 +1,7 @@
 // The activations of the int8-activation GEMM (docs/numerics.md N11; layout in int8_panels.hpp),
 // quantized per row and weight group and packed into row blocks, with the per-group sums the format's
 // epilogue needs: MLX affine the f32 sums of x (its bias term), the formats whose codes the panels hold
-// offset by a constant (mxfp4: mxfp4/int8_gemm.hpp) the int32 sums of the quantized codes.
+// offset by a constant (mxfp4, nvfp4: e2m1/int8_gemm.hpp) the int32 sums of the quantized codes.
 #pragma once
 
 #include "../config.hpp"

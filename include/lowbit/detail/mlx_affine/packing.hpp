@@ -1,8 +1,9 @@
 // Fast pack/unpack of MLX code streams, one 32-code block (= Bits words) at a time.
 //
 // Same layout as packing_reference.hpp (one little-endian bit stream per row, first code in the
-// lowest bits). Every supported row length is a multiple of 32 codes (GroupSize >= 32), so a row is a
-// whole number of blocks and a block never straddles a row. The block loops have compile-time trip
+// lowest bits). A row is a whole number of blocks (GroupSize >= 32) or, for codes that fill whole words
+// (nvfp4's groups of 16 4-bit codes), blocks and then whole words (the tail loops below), so a block
+// never straddles a row. The block loops have compile-time trip
 // counts and shifts, so they unroll into straight-line shift/or code; no xsimd is needed here.
 #pragma once
 
@@ -19,7 +20,15 @@ namespace detail::kernels {
 /// Codes per block; a block is exactly Bits words.
 inline constexpr std::size_t codes_per_block = 32;
 
-/// Packs `count` codes (a multiple of 32, each < 2^Bits; any integer type) into count*Bits/32 words.
+/// Codes of a row's last partial block: count % 32 codes, in whole words (the caller's contract).
+template <int Bits>
+inline std::size_t tail_codes(std::size_t count) {
+    static_assert(Bits >= 1 && Bits <= 8, "tail_codes: codes of 1 to 8 bits");
+    return count % codes_per_block;
+}
+
+/// Packs `count` codes (a multiple of 32, or of 32 / Bits when Bits divides 32; each < 2^Bits; any
+/// integer type) into count*Bits/32 words.
 template <int Bits, class Code>
 inline void pack_codes(const Code* codes, std::size_t count, std::uint32_t* words) {
     for (std::size_t block = 0; block < count / codes_per_block; ++block) {
@@ -38,9 +47,16 @@ inline void pack_codes(const Code* codes, std::size_t count, std::uint32_t* word
             }
         }
     }
+    const std::size_t done = count - tail_codes<Bits>(count);
+    for (std::size_t j = done; j < count; ++j) {
+        const std::size_t bit = j * Bits;
+        std::uint32_t& word = words[bit / 32];
+        if (bit % 32 == 0) word = 0;
+        word |= static_cast<std::uint32_t>(codes[j]) << (bit % 32);
+    }
 }
 
-/// Packs `count` code bytes (a multiple of 32, each < 2^Bits) into count*Bits/32 words, as pack_codes.
+/// Packs `count` code bytes (as pack_codes, each < 2^Bits) into count*Bits/32 words, as pack_codes.
 /// For Bits 2, 4 and 8 on a little-endian host, eight codes at a time in one 64-bit register (code i in
 /// byte i), neighbours merged by three halving steps (B = Bits; each mask keeps the merged field):
 ///
@@ -82,7 +98,7 @@ inline void pack_code_bytes(const std::uint8_t* codes, std::size_t count, std::u
     }
 }
 
-/// Unpacks `count` codes (a multiple of 32) from count*Bits/32 words into T (std::uint8_t or float).
+/// Unpacks `count` codes (as pack_codes) from count*Bits/32 words into T (std::uint8_t or float).
 template <int Bits, class T>
 inline void unpack_codes(const std::uint32_t* words, std::size_t count, T* codes) {
     constexpr std::uint64_t mask = (std::uint64_t{1} << Bits) - 1;
@@ -102,6 +118,8 @@ inline void unpack_codes(const std::uint32_t* words, std::size_t count, T* codes
             available -= Bits;
         }
     }
+    for (std::size_t j = count - tail_codes<Bits>(count); j < count; ++j)
+        codes[j] = static_cast<T>((words[j * Bits / 32] >> (j * Bits % 32)) & mask);
 }
 
 }  // namespace detail::kernels

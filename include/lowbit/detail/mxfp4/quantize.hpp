@@ -5,7 +5,6 @@
 
 #include "../config.hpp"
 
-#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -14,23 +13,17 @@
 #include "../../formats/mxfp4.hpp"
 #include "../dispatch/format_kernels.hpp"
 #include "../kernel_paths.hpp"
+#include "../minifloat_rounding.hpp"
 #include "../mlx_affine/packing.hpp"
 #include "../row_fault.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// The smallest exponent E8M0 stores (byte 0).
-inline constexpr int mxfp4_min_exponent = -127;
-
-/// The scale exponent MLX gives a group whose largest magnitude is amax (finite): E = ceil(log2(r))
-/// exactly, for r = fl(amax / 6); 0 for an all-zero group. The byte stored is E + 127.
+/// The scale exponent MLX gives a group whose largest magnitude is amax (finite): e8m0_exponent for
+/// E2M1's largest value 6, E = ceil(log2(fl(amax / 6))); 0 for an all-zero group. The byte is E + 127.
 inline int mxfp4_exponent(float amax) {
-    const float r = amax / 6.0f;
-    if (r == 0.0f) return 0;
-    int e = 0;
-    const float fraction = std::frexp(r, &e);  // r = fraction * 2^e, fraction in [0.5, 1)
-    return fraction == 0.5f ? e - 1 : e;
+    return e8m0_exponent(amax, 6.0f);
 }
 
 /// mxfp4_exponent of the group of 32 values starting at `group`.
@@ -38,26 +31,6 @@ inline int mxfp4_group_exponent(const float* group) {
     float amax = 0.0f;
     for (int i = 0; i < Mxfp4::group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
     return mxfp4_exponent(amax);
-}
-
-/// E2M1 values in code order: MLX's table, +0 first, -0 at code 8.
-inline constexpr std::array<float, 16> e2m1_values{+0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-/// The E2M1 code MLX gives q: the first code, in table order, at the smallest float distance
-/// |q - value|. So ties go to the smaller magnitude (0.75 -> 0.5, 5 -> 4), values beyond 6 to +-6, and
-/// -0 and every |q| <= 0.25 to code 0 (+0).
-inline std::uint8_t e2m1_code(float q) {
-    std::uint8_t best = 0;
-    float best_distance = std::fabs(q - e2m1_values[0]);
-    for (std::uint8_t code = 1; code < 16; ++code) {
-        const float distance = std::fabs(q - e2m1_values[code]);
-        if (distance < best_distance) {
-            best = code;
-            best_distance = distance;
-        }
-    }
-    return best;
 }
 
 /// Quantizes one row of `groups` groups of 32 values into packed words and exponent bytes (code_bytes:
@@ -74,9 +47,9 @@ inline RowFault run_quantize_row(FormatTag<Mxfp4>, const float* values, std::siz
     for (std::size_t g = 0; g < groups; ++g) {
         const float* group = values + g * group_size;
         int exponent = mxfp4_group_exponent(group);
-        if (exponent < mxfp4_min_exponent) {
+        if (exponent < e8m0_min_exponent) {
             found = RowFault::group_out_of_range;
-            exponent = mxfp4_min_exponent;
+            exponent = e8m0_min_exponent;
         }
         scales[g] = static_cast<std::uint8_t>(exponent + 127);
         const float scale = std::ldexp(1.0f, exponent);  // exact: 2^-127 is a float
@@ -97,7 +70,7 @@ inline RowFault quantize_row(FormatTag<Mxfp4>, const float* values, std::size_t 
 inline std::size_t first_group_out_of_range(FormatTag<Mxfp4>, const float* values, const std::uint8_t*, const float*,
                                             std::size_t groups) {
     for (std::size_t g = 0; g < groups; ++g)
-        if (mxfp4_group_exponent(values + g * Mxfp4::group_size) < mxfp4_min_exponent) return g;
+        if (mxfp4_group_exponent(values + g * Mxfp4::group_size) < e8m0_min_exponent) return g;
     return groups;
 }
 

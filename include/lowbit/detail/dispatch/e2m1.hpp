@@ -1,6 +1,7 @@
-// dispatch/: the matmul on mxfp4 codes. run_quantized_matmul and run_quantized_matmul_int8 below are
-// what FormatKernels<Mxfp4> calls (format_kernels.hpp): the format-generic f32 kernels of gemm/ on
-// mxfp4's code decode (mxfp4/f32_codes.hpp), and the int8 panel GEMM of mxfp4/int8_gemm.hpp.
+// dispatch/: the matmul on E2M1 codes (mxfp4, nvfp4). run_quantized_matmul and run_quantized_matmul_int8
+// below are what FormatKernels<Format> calls for these formats (format_kernels.hpp): the format-generic
+// f32 kernels of gemm/ on the E2M1 code decode (e2m1/f32_codes.hpp), and the int8 panel GEMM of
+// e2m1/int8_gemm.hpp. Each format's row quantizer is in its own folder (mxfp4/, nvfp4/ quantize.hpp).
 #pragma once
 
 #include "../config.hpp"
@@ -10,15 +11,16 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mxfp4.hpp"
+#include "../../formats/minifloats.hpp"
 #include "../gemm/f32_driver.hpp"
 #include "../gemm/int8_matmul_reference.hpp"
 #include "../gemm/int8_weight_panels.hpp"
 #include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
-#include "../mxfp4/f32_codes.hpp"
-#include "../mxfp4/int8_gemm.hpp"
+#include "../e2m1/f32_codes.hpp"
+#include "../e2m1/int8_gemm.hpp"
 #include "../mxfp4/quantize.hpp"
+#include "../nvfp4/quantize.hpp"
 #include "../quantized_view.hpp"
 #include "format_kernels.hpp"
 #include "instruction_sets.hpp"
@@ -26,12 +28,12 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// FormatKernels::matmul of mxfp4 (contract there): the f32 kernels of gemm/f32_driver.hpp on mxfp4's
-/// codes (mxfp4/f32_codes.hpp), chosen as for MLX affine's whole-word formats: the GEMV at M = 1, the
+/// FormatKernels::matmul of an E2M1 format (contract there): the f32 kernels of gemm/f32_driver.hpp on
+/// its codes (e2m1/f32_codes.hpp), chosen as for MLX affine's whole-word formats: the GEMV at M = 1, the
 /// batch GEMV up to QgemvF32Batch::max_m rows, the panel GEMM above; the reference without SIMD (Arch
 /// void: a template, so that the SIMD branches are discarded then).
-template <class Arch = dispatch_arch>
-KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Mxfp4>& q,
+template <class Arch = dispatch_arch, E2m1Format Format>
+KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q,
                                float* out, Eigen::Index out_stride, MatmulKernel kernel) {
     if constexpr (!std::is_same_v<Arch, void>) {
         if (kernel == MatmulKernel::automatic) {
@@ -56,14 +58,14 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
     return {M == 1 ? KernelOp::matmul_f32_gemv : KernelOp::matmul_f32_gemm, KernelPath::reference};
 }
 
-/// FormatKernels::matmul_int8 of mxfp4 (contract there): the panel GEMM of mxfp4/int8_gemm.hpp on the
+/// FormatKernels::matmul_int8 of an E2M1 format (contract there): the panel GEMM of e2m1/int8_gemm.hpp on the
 /// integer instruction set of the affine int8 path (dispatch_int8_ops) for every M and every `kernel` but
 /// reference (the format has no row-dot kernel), on the layer's panels when given `panels` and
 /// automatic; the reference without an integer instruction set (Ops void: a template, so that the
 /// SIMD branch is discarded then).
-template <class Ops = dispatch_int8_ops>
+template <class Ops = dispatch_int8_ops, E2m1Format Format>
 KernelRun run_quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M,
-                                    const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride,
+                                    const QuantizedView<Format>& q, float* out, Eigen::Index out_stride,
                                     MatmulKernel kernel, Int8PanelCache* panels) {
     const KernelOp op = M == 1 ? KernelOp::matmul_i8_gemv : KernelOp::matmul_i8_gemm;
     if constexpr (!std::is_same_v<Ops, void>) {

@@ -1,9 +1,10 @@
-// F32Codes of mxfp4 (the contract in gemm/f32_codes.hpp): each 4-bit code to its value Mxfp4::value,
-// twice the E2M1 value, exactly. On AVX-512 one vpermps from a 16-float table (it reads the low 4
-// bits of each lane, so a step needs only its shift); elsewhere from the code's bits: magnitude index
-// i = code & 7 is exponent e = i >> 1 and mantissa m = i & 1, and twice the E2M1 value is m for e = 0
-// and the float with exponent field 127 + e and top mantissa bit m otherwise (the bits i << 22 plus
-// 127 << 23); the sign is bit 3, moved to bit 31. x_lanes carries no factor.
+// F32Codes of the E2M1 formats, mxfp4 and nvfp4 (the contract in gemm/f32_codes.hpp): each 4-bit code
+// to its value Format::value, twice the E2M1 value (E2m1::doubled_value), exactly. On AVX-512 one
+// vpermps from a 16-float table (it reads the low 4 bits of each lane, so a step needs only its shift);
+// elsewhere from the code's bits: magnitude index i = code & 7 is exponent e = i >> 1 and mantissa
+// m = i & 1, and twice the E2M1 value is m for e = 0 and the float with exponent field 127 + e and top
+// mantissa bit m otherwise (the bits i << 22 plus 127 << 23); the sign is bit 3, moved to bit 31.
+// x_lanes carries no factor.
 #pragma once
 
 #include "../config.hpp"
@@ -11,15 +12,15 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../../formats/mxfp4.hpp"
+#include "../../formats/minifloats.hpp"
 #include "../gemm/f32_codes.hpp"
 #include "../simd.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-template <>
-struct F32Codes<Mxfp4> {
+template <E2m1Format Format>
+struct F32Codes<Format> {
     static constexpr float x_lanes_scale(int) { return 1.0f; }
 
     template <class Arch, int Step>

@@ -1,9 +1,10 @@
-// The int8-activation GEMM on mxfp4 codes (docs/numerics.md N11) on the shared driver and microkernel
-// (gemm/int8_driver.hpp, gemm/int8_ukernel.hpp). The panels hold the MLX words as they are (4-bit
-// codes, S = 2 steps per byte) and one parameter slot per group, the group's scale 2^(e - 128) as a
-// float (Mxfp4::group_scale). The dot multiplies unsigned bytes, so the microkernel decodes each code
-// through a 16-byte table to u = Mxfp4::value(code) + 12, in [0, 24]; the epilogue takes 12 times the
-// group's sum of activation codes back off, which leaves the reference's isum exactly:
+// The int8-activation GEMM on E2M1 codes, mxfp4's and nvfp4's (docs/numerics.md N11), on the shared
+// driver and microkernel (gemm/int8_driver.hpp, gemm/int8_ukernel.hpp). The panels hold the MLX words
+// as they are (4-bit codes, S = 2 steps per byte) and one parameter slot per group, the group's scale
+// as a float (Format::group_scale: 2^(e - 128) for mxfp4, half the E4M3 scale for nvfp4). The dot
+// multiplies unsigned bytes, so the microkernel decodes each code through a 16-byte table to
+// u = Format::value(code) + 12, in [0, 24]; the epilogue takes 12 times the group's sum of activation
+// codes back off, which leaves the reference's isum exactly:
 //   isum = sum_k u_k xq_k - 12 sum_k xq_k   (int32: |sum u xq| <= 24 * 127 * 32)
 //   total = fma(fl(s * a), float(isum), total)   per group, in group order (N11, no bias term).
 #pragma once
@@ -18,7 +19,7 @@
 
 #include <Eigen/Core>
 
-#include "../../formats/mxfp4.hpp"
+#include "../../formats/minifloats.hpp"
 #include "../gemm/int8_activations.hpp"
 #include "../gemm/int8_driver.hpp"
 #include "../gemm/int8_panels.hpp"
@@ -29,19 +30,19 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// The mxfp4 epilogue (the contract in gemm/int8_ukernel.hpp): one parameter slot (the group scale),
+/// The E2M1 epilogue (the contract in gemm/int8_ukernel.hpp): one parameter slot (the group scale),
 /// codes decoded through code_table, the offset removed with the row's code sums.
-struct Mxfp4Int8Epilogue {
+struct E2m1Int8Epilogue {
     static constexpr int param_slots = 1;
     static constexpr bool integer_total = false;
     static constexpr std::int32_t offset = 12;  ///< u = value + offset >= 0 for every code
     static constexpr std::array<std::uint8_t, 16> code_table = [] {
         std::array<std::uint8_t, 16> table{};
         for (std::uint32_t code = 0; code < 16; ++code)
-            table[code] = static_cast<std::uint8_t>(static_cast<std::int32_t>(Mxfp4::value(code)) + offset);
+            table[code] = static_cast<std::uint8_t>(static_cast<std::int32_t>(E2m1::doubled_value(code)) + offset);
         return table;
     }();
-    static_assert(code_table[7] == 24 && code_table[15] == 0, "Mxfp4Int8Epilogue: u in [0, 24], exact in the dot");
+    static_assert(code_table[7] == 24 && code_table[15] == 0, "E2m1Int8Epilogue: u in [0, 24], exact in the dot");
 
     template <class Ops, int MR, int NJ>
     LOWBIT_ALWAYS_INLINE static void group(const Int8BlockData& rows, Eigen::Index g, const float* params,
@@ -69,13 +70,15 @@ struct Mxfp4Int8Epilogue {
     }
 };
 
-using Mxfp4Int8Layout = Int8PanelLayout<Mxfp4::group_size, Mxfp4::bits, Mxfp4Int8Epilogue::param_slots>;
+template <E2m1Format Format>
+using E2m1Int8Layout = Int8PanelLayout<Format::group_size, Format::bits, E2m1Int8Epilogue::param_slots>;
 
 /// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel
-/// (Mxfp4Int8Layout::panel_units(K, NR) units): the words transposed by Ops, the scales decoded in place.
-template <class Ops, int NR>
-void pack_weight_panel_int8(const QuantizedView<Mxfp4>& q, Eigen::Index n0, std::uint32_t* panel) {
-    using layout = Mxfp4Int8Layout;
+/// (E2m1Int8Layout<Format>::panel_units(K, NR) units): the words transposed by Ops, the scales decoded
+/// in place.
+template <class Ops, int NR, E2m1Format Format>
+void pack_weight_panel_int8(const QuantizedView<Format>& q, Eigen::Index n0, std::uint32_t* panel) {
+    using layout = E2m1Int8Layout<Format>;
     const Eigen::Index N = q.rows(), K = q.cols(), groups = q.groups_per_row();
     const Eigen::Index rows = std::min<Eigen::Index>(NR, N - n0);
     const std::uint8_t* code_rows[NR];
@@ -85,46 +88,46 @@ void pack_weight_panel_int8(const QuantizedView<Mxfp4>& q, Eigen::Index n0, std:
     for (Eigen::Index g = 0; g < groups; ++g) {
         std::uint32_t* slot = panel + g * record + layout::scales_offset(NR);
         for (Eigen::Index r = 0; r < NR; ++r)
-            slot[r] = r < rows ? std::bit_cast<std::uint32_t>(Mxfp4::group_scale(q.scales(n0 + r, g))) : 0u;
+            slot[r] = r < rows ? std::bit_cast<std::uint32_t>(Format::group_scale(q.scales(n0 + r, g))) : 0u;
     }
 }
 
 /// Every panel of q, once for a layer (Int8PanelCache); threads over panels.
-template <class Ops, int NR>
-Int8WeightPanels pack_weight_panels_int8(const QuantizedView<Mxfp4>& q) {
-    return pack_all_int8_panels<NR, Mxfp4::group_size, Mxfp4::bits, Mxfp4Int8Epilogue::param_slots>(
+template <class Ops, int NR, E2m1Format Format>
+Int8WeightPanels pack_weight_panels_int8(const QuantizedView<Format>& q) {
+    return pack_all_int8_panels<NR, Format::group_size, Format::bits, E2m1Int8Epilogue::param_slots>(
         q.rows(), q.cols(),
         [&](Eigen::Index n0, std::uint32_t* panel) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); });
 }
 
-/// Activations of x [M, K] (finite) for the mxfp4 tiles: codes, scales and code sums per group.
-template <class Arch, class Ops>
-Int8RowBlocks pack_mxfp4_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
-    return pack_activations_int8<Arch, Mxfp4::group_size, Mxfp4Int8Layout::steps, Int8RowSums::codes>(
+/// Activations of x [M, K] (finite) for the tiles of Format: codes, scales and code sums per group.
+template <class Arch, class Ops, E2m1Format Format>
+Int8RowBlocks pack_e2m1_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
+    return pack_activations_int8<Arch, Format::group_size, E2m1Int8Layout<Format>::steps, Int8RowSums::codes>(
         x, x_stride, M, K, Int8TileShape<Ops>::rows);
 }
 
 /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (row stride x_stride, finite) and q, for any
 /// M >= 1, packing the weight panels per call.
-template <class Arch, class Ops>
-void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Mxfp4>& q, float* out,
+template <class Arch, class Ops, E2m1Format Format>
+void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q, float* out,
               Eigen::Index out_stride) {
     constexpr int NR = Int8TileShape<Ops>::columns;
-    const Int8RowBlocks blocks = pack_mxfp4_activations_int8<Arch, Ops>(x, x_stride, M, q.cols());
-    int8_gemm_packing_panels<Ops, Mxfp4::group_size, Mxfp4::bits>(
+    const Int8RowBlocks blocks = pack_e2m1_activations_int8<Arch, Ops, Format>(x, x_stride, M, q.cols());
+    int8_gemm_packing_panels<Ops, Format::group_size, Format::bits>(
         blocks, q.rows(), q.cols(), 0,
         [&](Eigen::Index n0, std::uint32_t* panel, std::uint8_t*) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); },
-        Mxfp4Int8Epilogue{}, out, out_stride);
+        E2m1Int8Epilogue{}, out, out_stride);
 }
 
 /// qgemm_i8 on panels packed once (pack_weight_panels_int8 with this Ops' NR): the same tiles, so the
 /// same result.
-template <class Arch, class Ops>
+template <class Arch, class Ops, E2m1Format Format>
 void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
-                        const QuantizedView<Mxfp4>& q, float* out, Eigen::Index out_stride) {
-    const Int8RowBlocks blocks = pack_mxfp4_activations_int8<Arch, Ops>(x, x_stride, M, q.cols());
-    int8_gemm_on_panels<Ops, Mxfp4::group_size, Mxfp4::bits>(blocks, panels, q.rows(), Mxfp4Int8Epilogue{}, out,
-                                                             out_stride);
+                        const QuantizedView<Format>& q, float* out, Eigen::Index out_stride) {
+    const Int8RowBlocks blocks = pack_e2m1_activations_int8<Arch, Ops, Format>(x, x_stride, M, q.cols());
+    int8_gemm_on_panels<Ops, Format::group_size, Format::bits>(blocks, panels, q.rows(), E2m1Int8Epilogue{}, out,
+                                                               out_stride);
 }
 
 }  // namespace detail::kernels

@@ -1,0 +1,68 @@
+// The nvfp4 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="nvfp4")` on float32 weights
+// without a global scale (docs/numerics.md N17), scalar: a group's E4M3 scale byte, one row; and what
+// quantize_named (quantized_matrix.hpp) and FormatKernels<Nvfp4> reach by the format's tag.
+#pragma once
+
+#include "../config.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../../formats/nvfp4.hpp"
+#include "../dispatch/format_kernels.hpp"
+#include "../kernel_paths.hpp"
+#include "../minifloat_rounding.hpp"
+#include "../mlx_affine/packing.hpp"
+#include "../row_fault.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+namespace detail {
+
+/// The scale byte MLX gives a group of 16 whose largest magnitude is amax (finite): e4m3_byte(fl(amax / 6)).
+inline std::uint8_t nvfp4_scale_byte(float amax) {
+    return e4m3_byte(amax / 6.0f);
+}
+
+/// Quantizes one row of `groups` groups of 16 values into packed words and scale bytes (code_bytes:
+/// scratch for groups * 16 bytes): per group the scale byte s, then each value's E2M1 code of
+/// fl(w / E4M3(s)). A group whose scale rounds to 0 (largest magnitude below 2^-10 * 6) gets code 0 for
+/// every value, as in MLX (w / 0 is Inf or NaN); one beyond 6 * 448 saturates at scale 448 and codes
+/// +-6. Returns RowFault::non_finite_value for a NaN or Inf (outputs unspecified), else none. What
+/// FormatKernels<Nvfp4>::quantize_row runs.
+inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
+                                 std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+    constexpr std::size_t group_size = Nvfp4::group_size;
+    for (std::size_t i = 0; i < groups * group_size; ++i)
+        if (!std::isfinite(values[i])) return RowFault::non_finite_value;
+    for (std::size_t g = 0; g < groups; ++g) {
+        const float* group = values + g * group_size;
+        float amax = 0.0f;
+        for (std::size_t i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
+        scales[g] = nvfp4_scale_byte(amax);
+        const float scale = e4m3_value(scales[g]);
+        for (std::size_t i = 0; i < group_size; ++i) code_bytes[g * group_size + i] = e2m1_code(group[i] / scale);
+    }
+    kernels::pack_code_bytes<Nvfp4::bits>(code_bytes, groups * group_size, words);
+    return RowFault::none;
+}
+
+/// FormatKernels<Nvfp4>::quantize_row, recorded (the scalar rule is its only path).
+inline RowFault quantize_row(FormatTag<Nvfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
+                             std::uint32_t* words, std::uint8_t* scales, float* biases) {
+    record(KernelOp::quantize_group, KernelPath::reference);
+    return FormatKernels<Nvfp4>::quantize_row(values, groups, code_bytes, words, scales, biases);
+}
+
+/// nvfp4 stores every finite group (run_quantize_row never reports one out of range).
+inline std::size_t first_group_out_of_range(FormatTag<Nvfp4>, const float*, const std::uint8_t*, const float*,
+                                            std::size_t groups) {
+    return groups;
+}
+inline std::string group_out_of_range_text(FormatTag<Nvfp4>) {
+    return "cannot be out of range in nvfp4";
+}
+
+}  // namespace detail
+LOWBIT_END_NAMESPACE
