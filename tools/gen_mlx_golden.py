@@ -2,7 +2,7 @@
 """Writes tests/data/mlx_golden.hpp: MLX CPU mx.quantize (affine) outputs for lowbit's bit-identity tests.
 
 For each group size in {32, 64, 128} one weight matrix [6, 2*G] of random and edge-case groups; for each
-bits in {2, 3, 4, 5, 6, 8} the packed words, scales and biases MLX returns on the CPU. Floats are stored
+bits in {1, 2, 3, 4, 5, 6, 8} the packed words, scales and biases MLX returns on the CPU. Floats are stored
 as their bit patterns so the test compares exactly. The tests never run Python; rerun this by hand:
 
     python3 -m venv /tmp/mlxenv && /tmp/mlxenv/bin/pip install mlx numpy
@@ -12,7 +12,7 @@ import numpy as np
 import mlx.core as mx
 
 mx.set_default_device(mx.cpu)
-BITS = [2, 3, 4, 5, 6, 8]
+BITS = [1, 2, 3, 4, 5, 6, 8]
 GROUPS = [32, 64, 128]
 
 

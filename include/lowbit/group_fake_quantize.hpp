@@ -27,7 +27,7 @@ LOWBIT_BEGIN_NAMESPACE
 template <int GroupSize = 64, int Bits = 4>
 class GroupFakeQuantize {
     static_assert(is_supported_quantization<GroupSize, Bits>,
-                  "lowbit::GroupFakeQuantize supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+                  "lowbit::GroupFakeQuantize supports Bits in {1, 2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
 
 public:
     static constexpr int group_size = GroupSize;

@@ -274,7 +274,7 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     CHECK(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").dequantize() == RowMatrixXf::Zero(4, 64));
     CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "mxfp4"),
                       ContainsSubstring("mode = mxfp4, group_size = 16, bits = 4 is not a supported format") &&
-                          ContainsSubstring("affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
+                          ContainsSubstring("affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
                                             "mxfp4 (bits in {4}, group size in {32}); nvfp4 (bits in {4}, group "
                                             "size in {16})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {

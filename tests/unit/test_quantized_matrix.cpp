@@ -99,18 +99,21 @@ void check_round_trip_bounds(std::uint64_t salt) {
 }  // namespace
 
 TEST_CASE("quantize is bit-identical to MLX CPU mx.quantize for every bits and group size", "[quantize][mlx]") {
+    LOWBIT_GOLDEN(32, 1);
     LOWBIT_GOLDEN(32, 2);
     LOWBIT_GOLDEN(32, 3);
     LOWBIT_GOLDEN(32, 4);
     LOWBIT_GOLDEN(32, 5);
     LOWBIT_GOLDEN(32, 6);
     LOWBIT_GOLDEN(32, 8);
+    LOWBIT_GOLDEN(64, 1);
     LOWBIT_GOLDEN(64, 2);
     LOWBIT_GOLDEN(64, 3);
     LOWBIT_GOLDEN(64, 4);
     LOWBIT_GOLDEN(64, 5);
     LOWBIT_GOLDEN(64, 6);
     LOWBIT_GOLDEN(64, 8);
+    LOWBIT_GOLDEN(128, 1);
     LOWBIT_GOLDEN(128, 2);
     LOWBIT_GOLDEN(128, 3);
     LOWBIT_GOLDEN(128, 4);
@@ -250,7 +253,7 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK_FALSE(lowbit::is_supported_format("nvfp4", 32, 4));
     static_assert(lowbit::is_supported_format("affine", 32, 3), "usable in constant expressions");
     CHECK(lowbit::supported_formats_text() ==
-          "affine (bits in {2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
+          "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
           "nvfp4 (bits in {4}, group size in {16})");
     int formats = 0;
     lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {

@@ -34,16 +34,16 @@ LOWBIT_BEGIN_NAMESPACE
 using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4, Nvfp4>{}));
 
 /// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
-#define LOWBIT_FORMAT_LIST(X)                                                                                  \
-    X(::lowbit::MlxAffine<32, 2>)                                                                              \
-    X(::lowbit::MlxAffine<64, 2>)                                                                              \
-    X(::lowbit::MlxAffine<128, 2>)                                                                             \
-    X(::lowbit::MlxAffine<32, 3>) X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>)                 \
-        X(::lowbit::MlxAffine<32, 4>) X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>)             \
-            X(::lowbit::MlxAffine<32, 5>) X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>)         \
-                X(::lowbit::MlxAffine<32, 6>) X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>)     \
-                    X(::lowbit::MlxAffine<32, 8>) X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) \
-                        X(::lowbit::Mxfp4) X(::lowbit::Nvfp4)
+#define LOWBIT_FORMAT_LIST(X)                                                                                      \
+    X(::lowbit::MlxAffine<32, 1>)                                                                                  \
+    X(::lowbit::MlxAffine<64, 1>) X(::lowbit::MlxAffine<128, 1>) X(::lowbit::MlxAffine<32, 2>)                     \
+        X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
+            X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
+                X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
+                    X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
+                        X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
+                            X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) X(::lowbit::Mxfp4)        \
+                                X(::lowbit::Nvfp4)
 
 namespace detail {
 
@@ -95,7 +95,7 @@ constexpr bool is_supported_format(std::string_view mode, int group_size, int bi
     return found;
 }
 
-/// The supported formats in words, per mode: "affine (bits in {2, 3, 4, 5, 6, 8}, group size in
+/// The supported formats in words, per mode: "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in
 /// {32, 64, 128}); mxfp4 (bits in {4}, group size in {32})", for error messages.
 inline std::string supported_formats_text() {
     std::vector<std::string> modes;

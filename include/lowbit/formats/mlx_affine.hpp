@@ -29,7 +29,7 @@
 LOWBIT_BEGIN_NAMESPACE
 
 /// Bit widths and group sizes of the MLX affine format that lowbit supports (MLX's own set).
-inline constexpr std::array<int, 6> mlx_affine_bits{2, 3, 4, 5, 6, 8};
+inline constexpr std::array<int, 7> mlx_affine_bits{1, 2, 3, 4, 5, 6, 8};
 inline constexpr std::array<int, 3> mlx_affine_group_sizes{32, 64, 128};
 
 /// True for the <GroupSize, Bits> pairs above.
@@ -42,7 +42,7 @@ inline constexpr bool is_supported_quantization =
 template <int GroupSize, int Bits>
 struct MlxAffine {
     static_assert(is_supported_quantization<GroupSize, Bits>,
-                  "lowbit: the MLX affine format supports Bits in {2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+                  "lowbit: the MLX affine format supports Bits in {1, 2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
     /// The format's name in MLX's config.json ("mode") and in lowbit's messages.
     static constexpr const char* mode = "affine";
     static constexpr int group_size = GroupSize;

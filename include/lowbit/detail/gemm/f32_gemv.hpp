@@ -6,7 +6,7 @@
 // c of W words is code (c*W + i) * (32/Bits) + t: a chunk is loaded as one uint32 batch and each step
 // turns its codes into values (F32Codes<Format>::step, f32_codes.hpp) for one fma. MLX affine's step is
 // one mask and one int->float conversion: it keeps its code in place (q << t*Bits) and x_lanes holds
-// x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-102 in magnitude, and
+// x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-96 in magnitude, and
 // saves the shift. Rows are taken one at a time (one sequential stream of codes), four chunks in
 // flight. A lane's group is fixed within a chunk, so s (Format::group_scale) is applied per lane once
 // per chunk. Per group: s * sum(x q) (+ b * sum(x) with biases), f32 accumulation; no integer

@@ -20,11 +20,13 @@ namespace detail {
 /// MLX CPU affine scale and bias of a group with extremes w_min <= w_max, all in f32 with RNE:
 /// s = max((max - min) / n_bins, 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
 /// extreme (max on ties); q0 = RNE(edge / s); if q0 != 0 then s = edge / q0 and bias = edge, else
-/// bias = 0. Returns {scale, bias}.
+/// bias = 0. 1-bit codes (MLX 0.32) take the plain range instead: s = max(max - min, 1e-7), bias = min.
+/// Returns {scale, bias}.
 template <int Bits>
 inline std::pair<float, float> group_scale_bias(float w_min, float w_max) noexcept {
     constexpr float n_bins = static_cast<float>((1 << Bits) - 1);
     constexpr float eps = 1e-7f;
+    if constexpr (Bits == 1) return {std::max(w_max - w_min, eps), w_min};
     const bool min_is_edge = std::abs(w_min) > std::abs(w_max);
     float scale = std::max((w_max - w_min) / n_bins, eps);
     scale = min_is_edge ? scale : -scale;

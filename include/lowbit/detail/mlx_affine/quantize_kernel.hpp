@@ -102,8 +102,13 @@ LOWBIT_ALWAYS_INLINE inline void group_scale_bias_lanes(const xsimd::batch<float
     const fbatch edge = xsimd::select(min_is_edge, low, high);
     const fbatch q0 = simd::nearbyint(simd::div(edge, scale));
     const auto q0_nonzero = q0 != zero;
-    const fbatch final_scale = xsimd::select(q0_nonzero, simd::div(edge, xsimd::select(q0_nonzero, q0, one)), scale);
-    const fbatch bias = xsimd::select(q0_nonzero, edge, zero), inverse = simd::div(one, final_scale);
+    fbatch final_scale = xsimd::select(q0_nonzero, simd::div(edge, xsimd::select(q0_nonzero, q0, one)), scale);
+    fbatch bias = xsimd::select(q0_nonzero, edge, zero);
+    if constexpr (Bits == 1) {  // the plain range (group_scale_bias)
+        final_scale = range_scale;
+        bias = low;
+    }
+    const fbatch inverse = simd::div(one, final_scale);
     // The coding pass's quotients at the group's extremes, by its operations (they bound the others).
     const fbatch low_quotient = (low - bias) * inverse, high_quotient = (high - bias) * inverse;
     const fbatch floor(-0.5f), ceiling(static_cast<float>(2 << Bits));
@@ -175,6 +180,15 @@ RowFault quantize_row_f32(const float* values, std::size_t groups, std::uint8_t*
         }
         std::copy_n(block_scales.begin(), count, scales + first);
         std::copy_n(block_biases.begin(), count, biases + first);
+        if constexpr (Bits == 1) {
+            // A 1-bit group's bias is its minimum. When that is zero, its sign is the first zero's in the
+            // group, as the reference's (and MLX's) sequential std::min keeps it; the lane-wise minimum
+            // may hold the other zero.
+            for (std::size_t g = 0; g < count; ++g)
+                if (biases[first + g] == 0.0f)
+                    biases[first + g] =
+                        *std::find(values + (first + g) * GroupSize, values + (first + g + 1) * GroupSize, 0.0f);
+        }
         for (std::size_t g = 0; g < count; ++g) {
             const std::size_t offset = (first + g) * GroupSize;
             // The same group quantize_prefetch_blocks blocks on, into L2 while this one is coded: the
