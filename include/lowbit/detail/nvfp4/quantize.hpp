@@ -28,7 +28,7 @@ inline std::uint8_t nvfp4_scale_byte(float amax) {
 /// Quantizes one row of `groups` groups of 16 values into packed words and scale bytes (code_bytes:
 /// scratch for groups * 16 bytes): per group the scale byte s, then each value's E2M1 code of
 /// fl(w / E4M3(s)). A group whose scale rounds to 0 (largest magnitude below 2^-10 * 6) gets code 0 for
-/// every value, as in MLX (w / 0 is Inf or NaN); one beyond 6 * 448 saturates at scale 448 and codes
+/// every value, as in MLX (where w / 0 is Inf or NaN); one beyond 6 * 448 saturates at scale 448 and codes
 /// +-6. Returns RowFault::non_finite_value for a NaN or Inf (outputs unspecified), else none. What
 /// FormatKernels<Nvfp4>::quantize_row runs.
 inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
@@ -42,7 +42,10 @@ inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::siz
         for (std::size_t i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
         scales[g] = nvfp4_scale_byte(amax);
         const float scale = e4m3_value(scales[g]);
-        for (std::size_t i = 0; i < group_size; ++i) code_bytes[g * group_size + i] = e2m1_code(group[i] / scale);
+        // A zero scale gives code 0 everywhere (what e2m1_code gives MLX's quotients w / 0, Inf or NaN),
+        // without dividing by zero.
+        for (std::size_t i = 0; i < group_size; ++i)
+            code_bytes[g * group_size + i] = scale == 0.0f ? std::uint8_t{0} : e2m1_code(group[i] / scale);
     }
     kernels::pack_code_bytes<Nvfp4::bits>(code_bytes, groups * group_size, words);
     return RowFault::none;
