@@ -110,6 +110,13 @@ inline xsimd::batch<float, Arch> div(const xsimd::batch<float, Arch>& numerator,
     return arch_ops::div(numerator, denominator, Arch{});
 }
 
+/// values >> Bits (logical), lane by lane: through this rather than operator>> in kernels, because
+/// xsimd 13's AVX-512 shift trips GCC 12's -Wuninitialized once inlined (arch/x86_avx512.hpp).
+template <int Bits, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> shift_right(const xsimd::batch<std::uint32_t, Arch>& values) noexcept {
+    return arch_ops::shift_right<Bits>(values, Arch{});
+}
+
 /// Rounds toward zero / to nearest even (std::nearbyint in the default FP mode), lane by lane.
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) noexcept {

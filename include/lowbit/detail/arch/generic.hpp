@@ -51,6 +51,12 @@ inline T reduce_min(const xsimd::batch<T, Arch>& values, const xsimd::generic&) 
 #endif
 }
 
+template <int Bits, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> shift_right(const xsimd::batch<std::uint32_t, Arch>& values,
+                                                     const xsimd::generic&) noexcept {
+    return values >> Bits;
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values, const xsimd::generic&) noexcept {
     return xsimd::trunc(values);

@@ -28,7 +28,7 @@ struct F32Codes<Format> {
         if constexpr (Step == 0)
             return value<Arch>(words);
         else
-            return value<Arch>(words >> (4 * Step));
+            return value<Arch>(simd::shift_right<4 * Step>(words));
     }
 
     /// The value of the code in the low 4 bits of each lane (the higher bits are ignored).

@@ -28,7 +28,7 @@ struct F32Codes<MlxAffine<GroupSize, Bits>> {
         using ubatch = xsimd::batch<std::uint32_t, Arch>;
         ubatch code;
         if constexpr (Step + 1 == codes_per_word)
-            code = words >> (32 - Bits);
+            code = simd::shift_right<32 - Bits>(words);
         else
             code = words & ubatch(((std::uint32_t{1} << Bits) - 1) << (Step * Bits));
 #if defined(__AVX512F__)
