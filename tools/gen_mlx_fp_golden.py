@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/data/mlx_fp_golden.hpp: MLX CPU mx.quantize / mx.dequantize outputs in the microscaling
-float modes (mxfp4 and nvfp4 so far) for lowbit's bit-identity tests.
+float modes (mxfp4, nvfp4 and mxfp8) for lowbit's bit-identity tests.
 
 One float32 weight matrix [rows, 64] of random and edge-case groups (for nvfp4 with more rows of its own
 edge cases); the packed words and scale bytes mx.quantize returns on the CPU, and mx.dequantize's
@@ -77,6 +77,38 @@ def nvfp4_rows(rng):
     return np.stack(rows).astype(np.float32)
 
 
+def mxfp8_rows(rng):
+    """Rows for mxfp8 (its groups' exponents stay in E8M0's range): E4M3 rounding, scale boundaries."""
+    rows = []
+    # E4M3 ties and their neighbours under E = 0 (amax 448): normal midpoints (ties to even), the
+    # subnormal ones, the boundary between subnormal and normal, values that round to (signed) zero.
+    ties = [448.0, 1.0625, 1.1875, 17.0, 19.0, 2.0 ** -10, 1.5 * 2.0 ** -9, 2.5 * 2.0 ** -9, 7.5 * 2.0 ** -9,
+            2.0 ** -6 * (1 + 1 / 16), 2.0 ** -6 * (1 + 3 / 16), 240.0, 208.0, 432.0, 440.0, 0.0,
+            -0.0, -2.0 ** -11, -2.0 ** -10, -(2.0 ** -10) * 1.0001, -1.0625, -17.0, -19.0, -3.0 * 2.0 ** -9,
+            float(np.nextafter(np.float32(1.0625), np.float32(2))), float(np.nextafter(np.float32(17.0), np.float32(0))),
+            1e-20, -1e-30, 3.0, -5.5, 100.0, -440.0]
+    ties = np.array(ties)
+    rows.append(np.concatenate([ties, ties * 2.0 ** 8]))
+    rows.append(np.concatenate([ties * 2.0 ** -20, -ties * 2.0 ** 60]))
+    # Group exponents: amax exactly 448 * 2^k, one float ulp above, well between; an all-zero and an
+    # all -0 group.
+    up = float(np.nextafter(np.float32(448.0), np.float32(1000.0)))
+    b = [rng.uniform(-1.0, 1.0, G) * 448 * 2.0 ** 3, rng.uniform(-1.0, 1.0, G) * 2.0 ** -5,
+         np.zeros(G), -np.zeros(G)]
+    b[0][4] = -448 * 2.0 ** 3
+    b[1][7] = up * 2.0 ** -12
+    rows.append(np.concatenate(b[:2]))
+    rows.append(np.concatenate(b[2:]))
+    # The extremes of the range: near FLT_MAX (values far below underflow in the division) and the
+    # smallest exponent, -127, with float subnormal values.
+    big = rng.uniform(-1.0, 1.0, G) * 3e38; big[0] = 3.4e38; big[1] = 1e-40; big[2] = -1e-30
+    small = rng.uniform(-1.0, 1.0, G) * 1e-39; small[0] = 448.0 * 2.0 ** -127; small[1] = -1e-45
+    rows.append(np.concatenate([big, small]))
+    wide = rng.standard_normal(2 * G) * np.exp(rng.uniform(-12.0, 12.0, 2 * G))  # magnitudes far apart
+    rows.append(wide)
+    return np.stack(rows).astype(np.float32)
+
+
 def emit_mode(mode, w, prefix):
     wq, scales = mx.quantize(mx.array(w), mode=mode)
     deq = mx.dequantize(wq, scales, mode=mode, dtype=mx.float32)
@@ -124,6 +156,25 @@ def main():
     mx.eval(deq_all)
     print("/// Dequantized [256, 32]: row s holds codes 0..15 twice under scale byte s in both groups.")
     print("inline constexpr std::uint32_t nvfp4_every_code_dequantized[] = {" + float_bits(np.array(deq_all)) + "};")
+    # mxfp8: the weights' first 6 rows (the last two hold groups below E8M0's range), then its own rows.
+    extra = mxfp8_rows(rng)
+    print(f"\n/// mxfp8: the first mxfp8_weight_rows rows of weights, then these rows [{extra.shape[0]}, {extra.shape[1]}].")
+    print("inline constexpr int mxfp8_weight_rows = 6;")
+    print(f"inline constexpr int mxfp8_extra_rows = {extra.shape[0]};")
+    print(f"inline constexpr std::uint32_t mxfp8_extra_weights[] = {{{float_bits(extra)}}};")
+    emit_mode("mxfp8", np.concatenate([w[:6], extra]), "mxfp8")
+    # Every code under a few scale bytes (one row per scale byte, 256 codes in 8 groups).
+    scale_bytes = [0, 1, 9, 10, 100, 127, 136, 200, 254]
+    codes8 = np.arange(256, dtype=np.uint32)
+    packed = np.zeros((len(scale_bytes), 64), dtype=np.uint32)
+    for i in range(256):
+        packed[:, i // 4] |= codes8[i] << (8 * (i % 4))
+    byte_scales = np.repeat(np.array(scale_bytes, dtype=np.uint8).reshape(-1, 1), 8, axis=1)
+    deq_all = mx.dequantize(mx.array(packed), mx.array(byte_scales), mode="mxfp8", dtype=mx.float32)
+    mx.eval(deq_all)
+    print("inline constexpr std::uint8_t mxfp8_every_code_scale_bytes[] = {" + ", ".join(map(str, scale_bytes)) + "};")
+    print(f"/// Dequantized [{len(scale_bytes)}, 256]: row i holds codes 0..255 under scale byte mxfp8_every_code_scale_bytes[i].")
+    print("inline constexpr std::uint32_t mxfp8_every_code_dequantized[] = {" + float_bits(np.array(deq_all)) + "};")
     print("\n}  // namespace lowbit::test::mlx_fp_golden")
 
 

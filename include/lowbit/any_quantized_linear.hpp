@@ -2,8 +2,8 @@
 // (a checkpoint's config says it), dispatched once per call to the compile-time layer inside.
 //
 //   AnyQuantizedLinear = std::variant< QuantizedLinearOf<Format>... >  one per format of QuantizedFormats
-//                                      (formats/formats.hpp; 18 MLX affine
-//                                      formats and mxfp4)
+//                                      (formats/formats.hpp: 21 MLX affine
+//                                      formats, mxfp4, nvfp4 and mxfp8)
 //
 // Every alternative is compiled into a translation unit that calls forward(), from_linear() or
 // dequantize(), so prefer the typed QuantizedLinear when the format is known when compiling.
@@ -75,7 +75,7 @@ public:
         });
     }
 
-    /// The format's mode ("affine" or "mxfp4").
+    /// The format's mode ("affine", "mxfp4", "nvfp4" or "mxfp8").
     const char* mode() const noexcept {
         return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::format::mode; }, layer_);
     }

@@ -40,8 +40,8 @@
 #include "detail/mlx_affine/packing.hpp"
 #include "detail/quantized_view.hpp"
 #include "detail/threading/parallel.hpp"
+#include "formats/formats.hpp"
 #include "formats/mlx_affine.hpp"
-#include "formats/mxfp4.hpp"
 #include "matrix_types.hpp"
 #include "rounding.hpp"
 

@@ -28,6 +28,8 @@ std::vector<std::vector<std::byte>> safetensors_seeds() {
                                 dtype);
         lowbit::save_mlx_linear(writer, "model.v_proj", lowbit::AnyQuantizedLinear::from_linear(linear, 16, 4, "nvfp4"),
                                 dtype);
+        lowbit::save_mlx_linear(writer, "model.o_proj", lowbit::AnyQuantizedLinear::from_linear(linear, 32, 8, "mxfp8"),
+                                dtype);
         lowbit::save_linear(writer, "lm_head", linear, dtype);
         writer.set_metadata("format", "mlx");
         seeds.push_back(writer.to_bytes());

@@ -261,6 +261,12 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     e4m3[1 * 4 + 3] = 0xFF;  // NaN in E4M3 at row 1, group 3
     writer.add("w.weight", std::vector<std::uint32_t>(4 * 8), {4, 8});
     writer.add("w.scales", e4m3, {4, 4});
+    std::vector<std::uint32_t> e4m3_codes(4 * 16, 0x38383838u);  // 4 x 64 in mxfp8, every weight 1.0
+    writer.add("f.weight", e4m3_codes, {4, 16});
+    writer.add("f.scales", std::vector<std::uint8_t>(4 * 2, 127), {4, 2});
+    e4m3_codes[3 * 16 + 5] = 0x38FF3838u;  // NaN in E4M3 at row 3, column 22
+    writer.add("g.weight", e4m3_codes, {4, 16});
+    writer.add("g.scales", std::vector<std::uint8_t>(4 * 2, 127), {4, 2});
     const auto bytes = writer.to_bytes();
     const auto file = SafetensorsFile::from_bytes(bytes, "layers.safetensors");
 
@@ -272,11 +278,13 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     CHECK(lowbit::load_mlx_linear(file, "m", 32, 4, "mxfp4").dequantize() == RowMatrixXf::Zero(4, 64));
     CHECK(std::string(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").mode()) == "nvfp4");
     CHECK(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").dequantize() == RowMatrixXf::Zero(4, 64));
+    CHECK(std::string(lowbit::load_mlx_linear(file, "f", 32, 8, "mxfp8").mode()) == "mxfp8");
+    CHECK(lowbit::load_mlx_linear(file, "f", 32, 8, "mxfp8").dequantize() == RowMatrixXf::Ones(4, 64));
     CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "mxfp4"),
                       ContainsSubstring("mode = mxfp4, group_size = 16, bits = 4 is not a supported format") &&
                           ContainsSubstring("affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
                                             "mxfp4 (bits in {4}, group size in {32}); nvfp4 (bits in {4}, group "
-                                            "size in {16})"));
+                                            "size in {16}); mxfp8 (bits in {8}, group size in {32})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {
         try {
             call();
@@ -300,6 +308,8 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
             {"'n.scales'", "row 2, group 1", "is 255", "mxfp4"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "w", 16, 4, "nvfp4"); },
             {"'w.scales'", "row 1, group 3", "is 255", "nvfp4"});
+    rejects([&] { (void)lowbit::load_mlx_linear(file, "g", 32, 8, "mxfp8"); },
+            {"'g.weight'", "row 3, column 22", "is 255", "mxfp8"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "m", 16, 4, "nvfp4"); }, {"'m.scales'", "[4, 2]"});
     rejects([&] { (void)lowbit::load_mlx_linear(file, "v", 32, 4, "mxfp4"); }, {"'v.scales'", "[4, 4]"});
     rejects([&] { (void)lowbit::load_linear(file, "p"); }, {"'p.weight'", "U32"});

@@ -296,6 +296,55 @@ TEST_CASE("mxfp4 int8 matmul: the offset codes' sums are bit-exact (exact float 
     }
 }
 
+TEST_CASE("mxfp8 int8 matmul: the digit planes' sums are bit-exact (exact float inputs)", "[int8][kernels][N11]") {
+    using lowbit::Mxfp8;
+    auto rng = lowbit::test::make_rng(0x1A88);
+    // x integers in [-127, 127] with a +-127 in every group: a = 1 exactly, xq = x. Scale bytes 136
+    // (group_scale 2^0): each group adds float(isum) (rounded to even from 2^24 on, N11), in group order,
+    // so the kernels equal the int64 sums rounded that way bit for bit. Every code byte, the NaN patterns
+    // (+-480 * 2^9) included; row 0 all 0x7F and row 1 all 0xFF against all-127 and all-(-127) groups:
+    // the extremes of the int32 bound.
+    const Index K = 4 * Mxfp8::group_size, N = 37;
+    for (const Index M : {1, 4, 7, 13}) {
+        INFO("M = " << M);
+        std::uniform_int_distribution<int> value(-127, 127), code(0, 255);
+        RowMatrixXf x(M, K);
+        for (Index m = 0; m < M; ++m)
+            for (Index k = 0; k < K; ++k)
+                x(m, k) = k % 32 == (m * 5) % 32 ? (m % 2 ? -127.0f : 127.0f) : float(value(rng));
+        x.row(0).segment(32, 32).setConstant(-127.0f);
+        x.row(0).segment(64, 32).setConstant(127.0f);
+        lowbit::QuantizedMatrixOf<Mxfp8> q;
+        q.codes.resize(N, K / 4);
+        q.scales.setConstant(N, K / 32, std::uint8_t{136});
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+        RowMatrixXf exact(M, N);
+        for (Index n = 0; n < N; ++n) {
+            for (auto& c : codes) c = static_cast<std::uint8_t>(n == 0 ? 0x7F : n == 1 ? 0xFF : code(rng));
+            lowbit::detail::kernels::pack_codes<8>(codes.data(), codes.size(), &q.codes(n, 0));
+            for (Index m = 0; m < M; ++m) {
+                float total = 0.0f;
+                for (Index g = 0; g < K / 32; ++g) {
+                    std::int64_t sum = 0;
+                    for (Index k = g * 32; k < (g + 1) * 32; ++k)
+                        sum += std::int64_t(Mxfp8::value(codes[std::size_t(k)])) * std::int64_t(x(m, k));
+                    total += static_cast<float>(sum);
+                }
+                exact(m, n) = total;
+            }
+        }
+        RowMatrixXf reference(M, N), y(M, N), y_panels(M, N);
+        detail::reference::quantized_matmul_int8(x.data(), K, M, q.view(), reference.data(), N);
+        detail::quantized_matmul_int8(x.data(), K, M, q.view(), y.data(), N, detail::MatmulKernel::automatic);
+        detail::Int8PanelCache panels;
+        detail::quantized_matmul_int8(x.data(), K, M, q.view(), y_panels.data(), N, detail::MatmulKernel::automatic,
+                                      &panels);
+        CHECK(reference == exact);
+        CHECK(y == exact);
+        CHECK(y_panels == exact);
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
                         lowbit::QuantizedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;

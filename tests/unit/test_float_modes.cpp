@@ -1,4 +1,4 @@
-// The layers of MLX's float modes (mxfp4, nvfp4): f32 and int8 forward against x * dequantize(q)^T, at
+// The layers of MLX's float modes (mxfp4, nvfp4, mxfp8): f32 and int8 forward against x * dequantize(q)^T, at
 // M = 1 (the GEMV), 5 (the batch GEMV) and 40 (the panel GEMM), with a row length that is not a
 // multiple of 32 where the group allows it.
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "support/tolerance.hpp"
 
 TEMPLATE_TEST_CASE("QuantizedLinearOf a float mode: f32 and int8 forward against x * dequantize(q)^T",
-                   "[quantized_linear][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
+                   "[quantized_linear][mxfp4][nvfp4][mxfp8]", lowbit::Mxfp4, lowbit::Nvfp4, lowbit::Mxfp8) {
     using lowbit::RowMatrixXf;
     auto rng = lowbit::test::make_rng(1604 + TestType::group_size);
     constexpr Eigen::Index out = 19, in = 7 * 16 + (TestType::group_size == 32 ? 16 : 0);  // 112 or 128

@@ -112,3 +112,33 @@ TEST_CASE("GroupFakeQuantize rejects bad input with the sizes named", "[group_fa
     CHECK_THROWS_WITH(weight_quantizer.backward(RowMatrixXf::Ones(2, 64), RowMatrixXf::Ones(2, 128)),
                       ContainsSubstring("2x64") && ContainsSubstring("2x128"));
 }
+
+TEMPLATE_TEST_CASE("GroupFakeQuantizeOf a float mode is its deployed layer's weights bit for bit, and so its forward",
+                   "[group_fake_quantize][mxfp4][nvfp4][mxfp8]", lowbit::Mxfp4, lowbit::Nvfp4, lowbit::Mxfp8,
+                   (lowbit::MlxAffine<64, 1>)) {
+    constexpr int G = TestType::group_size;
+    auto rng = lowbit::test::make_rng(700 + G + TestType::bits);
+    const Index in = 4 * G, out = 11;
+    const RowMatrixXf w = training_weights(rng, out, in, G);
+    const lowbit::GroupFakeQuantizeOf<TestType> weight_quantizer;
+    const RowMatrixXf fake = weight_quantizer.forward(w);
+    CHECK(bit_equal(fake, lowbit::dequantize(lowbit::quantize<TestType>(w))));
+    const Eigen::MatrixXf column_major = w;
+    CHECK(bit_equal(weight_quantizer.forward(column_major), fake));
+    CHECK(bit_equal(weight_quantizer.backward(fake, w), fake));
+
+    const auto x_values = lowbit::test::uniform_floats(rng, static_cast<std::size_t>(3 * in), -2.0f, 2.0f);
+    const RowMatrixXf x = Eigen::Map<const RowMatrixXf>(x_values.data(), 3, in);
+    const RowMatrixXf trained = x * fake.transpose();
+    const auto deployed_layer =
+        lowbit::QuantizedLinearOf<TestType>::from_linear(lowbit::Linear{w, Eigen::VectorXf::Zero(out)});
+    REQUIRE(bit_equal(deployed_layer.dequantize(), fake));
+    const RowMatrixXf deployed = deployed_layer.forward(x);
+    for (Index m = 0; m < x.rows(); ++m)
+        for (Index n = 0; n < out; ++n) {
+            const double abs_sum = 3.0 * fake.row(n).cwiseAbs().maxCoeff() * x.row(m).cwiseAbs().cast<double>().sum();
+            INFO(TestType::mode << " out(" << m << ", " << n << ")");
+            CHECK(std::abs(deployed(m, n) - trained(m, n)) <=
+                  2.0 * lowbit::test::dot_tolerance(static_cast<std::size_t>(in), abs_sum));
+        }
+}

@@ -251,10 +251,13 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK_FALSE(lowbit::is_supported_format("mxfp4", 64, 4));
     CHECK(lowbit::is_supported_format("nvfp4", 16, 4));
     CHECK_FALSE(lowbit::is_supported_format("nvfp4", 32, 4));
+    CHECK(lowbit::is_supported_format("mxfp8", 32, 8));
+    CHECK_FALSE(lowbit::is_supported_format("mxfp8", 32, 4));
     static_assert(lowbit::is_supported_format("affine", 32, 3), "usable in constant expressions");
-    CHECK(lowbit::supported_formats_text() ==
-          "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
-          "nvfp4 (bits in {4}, group size in {16})");
+    CHECK(
+        lowbit::supported_formats_text() ==
+        "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
+        "nvfp4 (bits in {4}, group size in {16}); mxfp8 (bits in {8}, group size in {32})");
     int formats = 0;
     lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
         const auto [group, bits] = lowbit::dispatch_format(Format::mode, Format::group_size, Format::bits,

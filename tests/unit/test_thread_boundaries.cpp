@@ -413,6 +413,8 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
     for (const Index rows : {Index{127}, Index{129}, Index{257}}) check_format_rows<lowbit::Mxfp4>(rng, rows, 4096, 1);
     check_format_rows<lowbit::Nvfp4>(rng, 257, 4096, 9);
     check_format_rows<lowbit::Nvfp4>(rng, 257, 512, 40);
+    check_format_rows<lowbit::Mxfp8>(rng, 65, 4096, 1);  // 8-bit codes: the GEMV's grain is 64 rows
+    check_format_rows<lowbit::Mxfp8>(rng, 129, 256, 40);
 }
 
 namespace {
@@ -473,4 +475,5 @@ TEST_CASE("quantized_matmul with int8 activations at output-row counts around it
     check_int8_rows<lowbit::MlxAffine<128, 8>>(rng, 33, 512, 13);  // 8-bit codes (AVX2 splits them)
     check_int8_rows<lowbit::Mxfp4>(rng, 65, 256, 20);              // E2M1 codes through the code table
     check_int8_rows<lowbit::Nvfp4>(rng, 33, 256, 1);
+    check_int8_rows<lowbit::Mxfp8>(rng, 65, 256, 20);  // E4M3 codes as three digit planes
 }

@@ -1,6 +1,6 @@
 // How MLX 0.32's CPU quantize rounds to the small float encodings of formats/minifloats.hpp (docs/
-// numerics.md N16, N17): an E8M0 group exponent, an E4M3 byte, an E2M1 code. Scalar; shared by the row
-// quantizers of mxfp4/ and nvfp4/.
+// numerics.md N16 to N18): an E8M0 group exponent, an E4M3 byte, an E2M1 code. Scalar; shared by the
+// row quantizers of mxfp4/, nvfp4/ and mxfp8/.
 #pragma once
 
 #include "config.hpp"

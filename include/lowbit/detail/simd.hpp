@@ -117,6 +117,12 @@ inline xsimd::batch<std::uint32_t, Arch> shift_right(const xsimd::batch<std::uin
     return arch_ops::shift_right<Bits>(values, Arch{});
 }
 
+/// values >> Bits (arithmetic: the sign bit shifted in), lane by lane, for the same reason.
+template <int Bits, class Arch>
+inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int32_t, Arch>& values) noexcept {
+    return arch_ops::shift_right<Bits>(values, Arch{});
+}
+
 /// Rounds toward zero / to nearest even (std::nearbyint in the default FP mode), lane by lane.
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) noexcept {

@@ -26,24 +26,27 @@
 
 #include "mlx_affine.hpp"
 #include "mxfp4.hpp"
+#include "mxfp8.hpp"
 #include "nvfp4.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 
 /// Every supported format, as a std::tuple of types.
-using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4, Nvfp4>{}));
+using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4, Nvfp4, Mxfp8>{}));
 
 /// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
-#define LOWBIT_FORMAT_LIST(X)                                                                                      \
-    X(::lowbit::MlxAffine<32, 1>)                                                                                  \
-    X(::lowbit::MlxAffine<64, 1>) X(::lowbit::MlxAffine<128, 1>) X(::lowbit::MlxAffine<32, 2>)                     \
-        X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
-            X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
-                X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
-                    X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
-                        X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
-                            X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) X(::lowbit::Mxfp4)        \
-                                X(::lowbit::Nvfp4)
+#define LOWBIT_FORMAT_LIST(X)                                                                                  \
+    X(::lowbit::MlxAffine<32, 1>)                                                                              \
+    X(::lowbit::MlxAffine<64, 1>)                                                                              \
+    X(::lowbit::MlxAffine<128, 1>)                                                                             \
+    X(::lowbit::MlxAffine<32, 2>)                                                                              \
+    X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
+        X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
+            X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
+                X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
+                    X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
+                        X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) X(::lowbit::Mxfp4)        \
+                            X(::lowbit::Nvfp4) X(::lowbit::Mxfp8)
 
 namespace detail {
 

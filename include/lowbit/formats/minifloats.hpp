@@ -1,5 +1,6 @@
 // The small float encodings of the microscaling formats, decoded: E2M1 (4-bit element codes of mxfp4
-// and nvfp4), E4M3 (nvfp4's group scales), E8M0 (mxfp4's group scales). Each is exact in float.
+// and nvfp4), E4M3 (nvfp4's group scales, mxfp8's element codes), E8M0 (mxfp4's and mxfp8's group
+// scales). Each is exact in float.
 //
 //   E2M1  s e e m          value (-1)^s * {0, 0.5, 1, 1.5, 2, 3, 4, 6}[eem]
 //   E4M3  s e e e e m m m  value (-1)^s * 2^(e - 7) * (1 + m/8), subnormal (e = 0) m * 2^-9; 0x7F and
@@ -31,6 +32,10 @@ struct E2m1 {
     static constexpr std::array<float, 16> values{+0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 };
+
+/// The E4M3 element encoding, as the element type of a format (Format::element): its values are
+/// e4m3_value below.
+struct E4m3 {};
 
 /// The E4M3 byte's value times 2^shift (shift in [-10, 0]: the result stays exact), NaN for 0x7F and
 /// 0xFF: the 7 magnitude bits placed at float bits 20..26 make the float 2^-120 times the E4M3

@@ -109,8 +109,8 @@ inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, s
 
 /// Loads the quantized linear layer `prefix` in Format (tensors prefix.weight, .scales, .biases when
 /// the format has biases, optional .bias; layout at the top of this file). Throws std::invalid_argument
-/// naming the file and tensor for a missing tensor, a wrong dtype or shape, or a scale the format
-/// refuses (mxfp4's byte 255).
+/// naming the file and tensor for a missing tensor, a wrong dtype or shape, or a scale or code the
+/// format refuses (mxfp4's scale byte 255, mxfp8's NaN codes 0x7F and 0xFF).
 template <class Format>
 QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::string_view prefix) {
     static_assert(
@@ -138,6 +138,21 @@ QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::s
     QuantizedMatrixOf<Format> matrix;
     matrix.codes.resize(static_cast<Eigen::Index>(out), static_cast<Eigen::Index>(words));
     std::memcpy(matrix.codes.data(), weight.bytes.data(), weight.bytes.size());
+    if constexpr (requires { Format::is_valid_code(0u); }) {
+        static_assert(Format::codes_in_whole_words, "load_mlx_linear_as: codes are checked word by word");
+        constexpr int per_word = 32 / bits;
+        constexpr std::uint32_t mask = bits == 32 ? ~0u : (1u << bits) - 1u;
+        for (Eigen::Index r = 0; r < matrix.codes.rows(); ++r)
+            for (Eigen::Index w = 0; w < matrix.codes.cols(); ++w)
+                for (int i = 0; i < per_word; ++i) {
+                    const std::uint32_t code = (matrix.codes(r, w) >> (bits * i)) & mask;
+                    if (!Format::is_valid_code(code))
+                        throw io_detail::layer_error(
+                            file, function, weight_name,
+                            "code (row " + std::to_string(r) + ", column " + std::to_string(w * per_word + i) +
+                                ") is " + std::to_string(code) + ", not a finite " + Format::mode + " code");
+                }
+    }
     if constexpr (std::is_same_v<typename Format::scale_type, float>)
         matrix.scales = io_detail::float_tensor(file, function, base + ".scales", out, groups);
     else

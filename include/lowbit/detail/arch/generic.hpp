@@ -57,6 +57,12 @@ inline xsimd::batch<std::uint32_t, Arch> shift_right(const xsimd::batch<std::uin
     return values >> Bits;
 }
 
+template <int Bits, class Arch>
+inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int32_t, Arch>& values,
+                                                    const xsimd::generic&) noexcept {
+    return values >> Bits;
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values, const xsimd::generic&) noexcept {
     return xsimd::trunc(values);

@@ -11,7 +11,7 @@
 //   table16(p), lookup16(table, v): per byte of v (< 16), byte v of the 16 at p (a format's code decode);
 //   dot(acc, u8, i8)  : acc[i] += sum_{j<4} u8[4i+j] * i8[4i+j], exact for u8 codes < 2^CodeBits
 //                       (the template parameter says how wide the codes can be);
-//   add(a, b), sub(a, b), set1(v) : int32 lanes;
+//   add(a, b), sub(a, b), set1(v), shift_left<s>(v) : int32 lanes;
 //   merge(a, b)       : [a0+a1, a2+a3, ..., b0+b1, b2+b3, ...] (adjacent lanes summed, a's first);
 //   broadcast32(p)   : the 4 bytes at p in every int32 lane (the GEMM's activation quad);
 //   transpose_words(rows, out): out[i][r] = 32-bit word i of rows[r], r, i < lanes (the GEMM's weight

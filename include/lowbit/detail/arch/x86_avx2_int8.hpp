@@ -63,6 +63,11 @@ struct avx2 {
         }
     }
     static vec add(vec a, vec b) noexcept { return _mm256_add_epi32(a, b); }
+    /// Each int32 lane shifted left by Shift bits.
+    template <int Shift>
+    static vec shift_left(vec v) noexcept {
+        return _mm256_slli_epi32(v, Shift);
+    }
     static vec sub(vec a, vec b) noexcept { return _mm256_sub_epi32(a, b); }
     static vec set1(std::int32_t v) noexcept { return _mm256_set1_epi32(v); }
     static vec broadcast32(const void* p) noexcept {

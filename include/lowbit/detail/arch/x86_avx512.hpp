@@ -61,6 +61,12 @@ inline xsimd::batch<std::uint32_t, Arch> shift_right(const xsimd::batch<std::uin
     return _mm512_maskz_srli_epi32(static_cast<__mmask16>(0xFFFF), values, static_cast<unsigned>(Bits));
 }
 
+template <int Bits, class Arch>
+inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int32_t, Arch>& values,
+                                                    const xsimd::avx512f&) noexcept {
+    return _mm512_maskz_srai_epi32(static_cast<__mmask16>(0xFFFF), values, static_cast<unsigned>(Bits));
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
     return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,

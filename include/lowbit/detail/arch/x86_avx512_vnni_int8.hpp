@@ -52,6 +52,11 @@ struct avx512_vnni {
         return _mm512_dpbusd_epi32(acc, codes, x);
     }
     static vec add(vec a, vec b) noexcept { return _mm512_add_epi32(a, b); }
+    /// Each int32 lane shifted left by Shift bits.
+    template <int Shift>
+    static vec shift_left(vec v) noexcept {
+        return _mm512_maskz_slli_epi32(static_cast<__mmask16>(0xFFFF), v, Shift);
+    }
     static vec sub(vec a, vec b) noexcept { return _mm512_sub_epi32(a, b); }
     static vec set1(std::int32_t v) noexcept { return _mm512_set1_epi32(v); }
     static vec broadcast32(const void* p) noexcept {

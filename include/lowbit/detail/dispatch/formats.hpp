@@ -3,8 +3,9 @@
 // adds its dispatch header here (one line) beside its entry in formats/formats.hpp.
 #pragma once
 
+#include "e2m1.hpp"
 #include "mlx_affine.hpp"
 #include "mlx_affine_quantize.hpp"
-#include "e2m1.hpp"
+#include "mxfp8.hpp"
 
 #include "format_instances.hpp"

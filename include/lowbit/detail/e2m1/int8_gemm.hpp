@@ -32,7 +32,7 @@ namespace detail::kernels {
 
 /// The E2M1 epilogue (the contract in gemm/int8_ukernel.hpp): one parameter slot (the group scale),
 /// codes decoded through code_table, the offset removed with the row's code sums.
-struct E2m1Int8Epilogue {
+struct E2m1Int8Epilogue : TotalsAreOutputs {
     static constexpr int param_slots = 1;
     static constexpr bool integer_total = false;
     static constexpr std::int32_t offset = 12;  ///< u = value + offset >= 0 for every code
@@ -62,12 +62,6 @@ struct E2m1Int8Epilogue {
             });
         });
     }
-    template <class Ops, int MR, int NJ>
-    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
-                                     const typename Ops::vec (&)[MR][NJ]) const {}
-    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
-        std::copy(tile_row, tile_row + columns, out);
-    }
 };
 
 template <E2m1Format Format>
@@ -92,43 +86,48 @@ void pack_weight_panel_int8(const QuantizedView<Format>& q, Eigen::Index n0, std
     }
 }
 
-/// Every panel of q, once for a layer (Int8PanelCache); threads over panels.
-template <class Ops, int NR, E2m1Format Format>
-Int8WeightPanels pack_weight_panels_int8(const QuantizedView<Format>& q) {
-    return pack_all_int8_panels<NR, Format::group_size, Format::bits, E2m1Int8Epilogue::param_slots>(
-        q.rows(), q.cols(),
-        [&](Eigen::Index n0, std::uint32_t* panel) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); });
-}
+/// The int8 GEMM of the E2M1 formats, as dispatch/panel_int8.hpp runs it.
+struct E2m1Int8Gemm {
+    /// Every panel of q, once for a layer (Int8PanelCache); threads over panels.
+    template <class Ops, int NR, E2m1Format Format>
+    static Int8WeightPanels pack_panels(const QuantizedView<Format>& q) {
+        return pack_all_int8_panels<NR, Format::group_size, Format::bits, E2m1Int8Epilogue::param_slots>(
+            q.rows(), q.cols(),
+            [&](Eigen::Index n0, std::uint32_t* panel) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); });
+    }
 
-/// Activations of x [M, K] (finite) for the tiles of Format: codes, scales and code sums per group.
-template <class Arch, class Ops, E2m1Format Format>
-Int8RowBlocks pack_e2m1_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
-    return pack_activations_int8<Arch, Format::group_size, E2m1Int8Layout<Format>::steps, Int8RowSums::codes>(
-        x, x_stride, M, K, Int8TileShape<Ops>::rows);
-}
+    /// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (row stride x_stride, finite) and q, for
+    /// any M >= 1, packing the weight panels per call.
+    template <class Arch, class Ops, E2m1Format Format>
+    static void gemm(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q, float* out,
+                     Eigen::Index out_stride) {
+        constexpr int NR = Int8TileShape<Ops>::columns;
+        const Int8RowBlocks blocks = activations<Arch, Ops, Format>(x, x_stride, M, q.cols());
+        int8_gemm_packing_panels<Ops, Format::group_size, Format::bits>(
+            blocks, q.rows(), q.cols(), 0,
+            [&](Eigen::Index n0, std::uint32_t* panel, std::uint8_t*) {
+                pack_weight_panel_int8<Ops, NR>(q, n0, panel);
+            },
+            E2m1Int8Epilogue{}, out, out_stride);
+    }
 
-/// out[m * out_stride + n] = int8 matmul (N11) of x [M, K] (row stride x_stride, finite) and q, for any
-/// M >= 1, packing the weight panels per call.
-template <class Arch, class Ops, E2m1Format Format>
-void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q, float* out,
-              Eigen::Index out_stride) {
-    constexpr int NR = Int8TileShape<Ops>::columns;
-    const Int8RowBlocks blocks = pack_e2m1_activations_int8<Arch, Ops, Format>(x, x_stride, M, q.cols());
-    int8_gemm_packing_panels<Ops, Format::group_size, Format::bits>(
-        blocks, q.rows(), q.cols(), 0,
-        [&](Eigen::Index n0, std::uint32_t* panel, std::uint8_t*) { pack_weight_panel_int8<Ops, NR>(q, n0, panel); },
-        E2m1Int8Epilogue{}, out, out_stride);
-}
+    /// gemm on panels packed once (pack_panels with this Ops' NR): the same tiles, so the same result.
+    template <class Arch, class Ops, E2m1Format Format>
+    static void gemm_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
+                               const QuantizedView<Format>& q, float* out, Eigen::Index out_stride) {
+        const Int8RowBlocks blocks = activations<Arch, Ops, Format>(x, x_stride, M, q.cols());
+        int8_gemm_on_panels<Ops, Format::group_size, Format::bits>(blocks, panels, q.rows(), E2m1Int8Epilogue{}, out,
+                                                                   out_stride);
+    }
 
-/// qgemm_i8 on panels packed once (pack_weight_panels_int8 with this Ops' NR): the same tiles, so the
-/// same result.
-template <class Arch, class Ops, E2m1Format Format>
-void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
-                        const QuantizedView<Format>& q, float* out, Eigen::Index out_stride) {
-    const Int8RowBlocks blocks = pack_e2m1_activations_int8<Arch, Ops, Format>(x, x_stride, M, q.cols());
-    int8_gemm_on_panels<Ops, Format::group_size, Format::bits>(blocks, panels, q.rows(), E2m1Int8Epilogue{}, out,
-                                                               out_stride);
-}
+private:
+    /// Activations of x [M, K] (finite) for the tiles of Format: codes, scales and code sums per group.
+    template <class Arch, class Ops, E2m1Format Format>
+    static Int8RowBlocks activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
+        return pack_activations_int8<Arch, Format::group_size, E2m1Int8Layout<Format>::steps, Int8RowSums::codes>(
+            x, x_stride, M, K, Int8TileShape<Ops>::rows);
+    }
+};
 
 }  // namespace detail::kernels
 LOWBIT_END_NAMESPACE

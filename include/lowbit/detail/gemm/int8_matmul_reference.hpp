@@ -10,8 +10,10 @@
 // (the clamp only acts when a is subnormal and the division rounds past 127).
 //
 // Output, per row m, column n and group g:
-//   isum[m,n,g] = sum_{k in g} q[n,k] * xq[m,k]          (int32, exact: |isum| <= 255*127*128 < 2^31)
-//   p_g = fl(fl(s[n,g] * a[m,g]) * float(isum))           (float(isum) is exact: |isum| < 2^24)
+//   isum[m,n,g] = sum_{k in g} q[n,k] * xq[m,k]          (int32, exact: |isum| <= 255*127*128 < 2^31,
+//                                                          mxfp8 245760*127*32 < 2^31)
+//   p_g = fl(fl(s[n,g] * a[m,g]) * float(isum))           (float(isum) is exact for |isum| < 2^24, so
+//                                                          always but in mxfp8, where it rounds to even)
 //   c_g = fl(b[n,g] * xsum[m,g]),  xsum[m,g] = sum_{k in g} x[m,k] in f32, k order
 //   y[m,n] = ((((0 + p_0) + c_0) + p_1) + c_1) ... in group order.
 // The kernels compute the same isum bit for bit and the same 2G terms, but may add them in another

@@ -28,6 +28,18 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
+/// The finish and store of an epilogue whose group() leaves the outputs themselves in the float totals
+/// (MLX affine, E2M1, mxfp8): finish does nothing, store copies a tile row (out: row m of the output at
+/// the tile's first column). Such an epilogue derives from this.
+struct TotalsAreOutputs {
+    template <class Ops, int MR, int NJ>
+    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
+                                     const typename Ops::vec (&)[MR][NJ]) const {}
+    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
+        std::copy(tile_row, tile_row + columns, out);
+    }
+};
+
 /// The tile of the microkernel for Ops: MR activation rows x NJ vectors of Ops::lanes weight rows, as
 /// Ops sizes it for its register file (2 * MR * NJ accumulators, int32 and float, plus the code vectors).
 template <class Ops>

@@ -3,11 +3,10 @@
 
 #include "../config.hpp"
 
-#include <algorithm>
-
 #include <Eigen/Core>
 
 #include "../gemm/int8_panels.hpp"
+#include "../gemm/int8_ukernel.hpp"
 #include "../unroll.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
@@ -15,9 +14,9 @@ namespace detail::kernels {
 
 /// The N11 epilogue of the MLX affine format: at the end of group g, per output, total = fma(fl(s *
 /// a), float(isum), total) and then total = fma(b, xsum, total) (s, b: the record's two parameter slots;
-/// a, xsum: the row's); finish does nothing and store copies (the epilogue's contract:
+/// a, xsum: the row's); the totals are the outputs (TotalsAreOutputs; the epilogue's contract:
 /// gemm/int8_ukernel.hpp).
-struct AffineInt8Epilogue {
+struct AffineInt8Epilogue : TotalsAreOutputs {
     static constexpr int param_slots = 2;
     static constexpr bool integer_total = false;  ///< whether group() keeps int32 totals across groups
 
@@ -39,13 +38,6 @@ struct AffineInt8Epilogue {
                 total[m][j] = Ops::fmadd(b[j], sum, total[m][j]);
             });
         });
-    }
-    template <class Ops, int MR, int NJ>
-    LOWBIT_ALWAYS_INLINE void finish(const Int8BlockData&, typename Ops::fvec (&)[MR][NJ],
-                                     const typename Ops::vec (&)[MR][NJ]) const {}
-    /// out[c] for c < columns from row m of the tile (out: row m of the output at the tile's first column).
-    void store(const float* tile_row, Eigen::Index columns, Eigen::Index, Eigen::Index, float* out) const {
-        std::copy(tile_row, tile_row + columns, out);
     }
 };
 
