@@ -198,14 +198,27 @@ TEST_CASE("simd::fma rounds once where the instruction set has a fused multiply-
     if constexpr (simd::fused_multiply_add) CHECK(nonzero > 0);
 }
 
-TEST_CASE("simd::broadcast_halves puts pair[0] in the low half of the lanes and pair[1] in the high half",
+TEST_CASE("simd::spread_groups puts value j over the j-th of Groups equal runs of lanes, reading Groups values",
           "[simd]") {
     using batch = simd::batch<float>;
     constexpr std::size_t lanes = batch::size;
-    const std::array<float, 2> pair{-1.25f, 3.5f};
-    std::array<float, 64> stored{};
-    simd::broadcast_halves<simd::arch>(pair.data()).store_unaligned(stored.data());
-    for (std::size_t i = 0; i < lanes; ++i) CHECK(stored[i] == (i < lanes / 2 ? pair[0] : pair[1]));
+    std::array<float, 16> values{-1.25f, 3.5f,  0.0f, -0.0f, 7.0f, 1e-40f, -2.0f, 8.5f,
+                                 9.0f,   -3.0f, 4.0f, 5.0f,  6.0f, 11.0f,  12.0f, -13.0f};
+    const auto check = [&]<int Groups>(std::integral_constant<int, Groups>) {
+        if constexpr (lanes % Groups == 0) {
+            INFO("Groups = " << Groups);
+            std::array<float, 64> stored{};
+            simd::spread_groups<Groups, simd::arch>(values.data()).store_unaligned(stored.data());
+            for (std::size_t i = 0; i < lanes; ++i)
+                CHECK(std::bit_cast<std::uint32_t>(stored[i]) ==
+                      std::bit_cast<std::uint32_t>(values[i * Groups / lanes]));
+        }
+    };
+    check(std::integral_constant<int, 1>{});
+    check(std::integral_constant<int, 2>{});
+    check(std::integral_constant<int, 4>{});
+    check(std::integral_constant<int, 8>{});
+    check(std::integral_constant<int, 16>{});
 }
 TEST_CASE("simd::transpose_words turns rows into columns", "[simd]") {
     using batch = simd::batch<std::uint32_t>;

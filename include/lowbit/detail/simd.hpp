@@ -170,11 +170,14 @@ inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const x
     return arch_ops::fma(a, b, c, Arch{});
 }
 
-/// A batch whose first half of lanes holds pair[0] and second half pair[1] (the scales of the two groups
-/// one qgemv chunk spans).
-template <class Arch>
-inline xsimd::batch<float, Arch> broadcast_halves(const float* pair) noexcept {
-    return arch_ops::broadcast_halves<Arch>(pair, Arch{});
+/// A batch whose lanes hold values[0 .. Groups) in order, each over size / Groups consecutive lanes
+/// (the scales of the Groups groups one qgemv chunk spans); Groups divides the batch size. Reads
+/// exactly Groups floats.
+template <int Groups, class Arch>
+inline xsimd::batch<float, Arch> spread_groups(const float* values) noexcept {
+    static_assert(Groups >= 1 && xsimd::batch<float, Arch>::size % Groups == 0,
+                  "spread_groups: Groups must divide the lane count");
+    return arch_ops::spread_groups<Groups, Arch>(values, Arch{});
 }
 
 /// Lane-wise max / min with x86 semantics kept explicit: the result is `second` wherever the lanes

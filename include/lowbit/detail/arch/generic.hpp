@@ -85,12 +85,12 @@ inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const x
     return xsimd::fma(a, b, c);
 }
 
-/// Two broadcasts and a select, through memory.
-template <class Arch>
-inline xsimd::batch<float, Arch> broadcast_halves(const float* pair, const xsimd::generic&) noexcept {
+/// Through memory.
+template <int Groups, class Arch>
+inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd::generic&) noexcept {
     using fbatch = xsimd::batch<float, Arch>;
     alignas(64) float lanes[fbatch::size];
-    for (std::size_t i = 0; i < fbatch::size; ++i) lanes[i] = pair[i < fbatch::size / 2 ? 0 : 1];
+    for (std::size_t i = 0; i < fbatch::size; ++i) lanes[i] = values[i * Groups / fbatch::size];
     return fbatch::load_aligned(lanes);
 }
 

@@ -16,13 +16,25 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::simd::arch_ops {
 
-/// One 64-bit broadcast and one lane permute.
-template <class Arch>
-inline xsimd::batch<float, Arch> broadcast_halves(const float* pair, const xsimd::avx2&) noexcept {
-    double both;
-    std::memcpy(&both, pair, sizeof both);
-    const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    return _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_set1_pd(both)), halves);
+/// One load of the Groups floats (a 64-bit broadcast for two, which a compiler keeps in registers when
+/// the pair was just computed) and one lane permute.
+template <int Groups, class Arch>
+inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd::avx2&) noexcept {
+    __m256 loaded;
+    if constexpr (Groups == 1) {
+        return _mm256_set1_ps(values[0]);
+    } else if constexpr (Groups == 2) {
+        double both;
+        std::memcpy(&both, values, sizeof both);
+        loaded = _mm256_castpd_ps(_mm256_set1_pd(both));
+    } else if constexpr (Groups == 4) {
+        loaded = _mm256_zextps128_ps256(_mm_loadu_ps(values));
+    } else {
+        loaded = _mm256_loadu_ps(values);
+    }
+    constexpr int per = 8 / Groups;
+    const __m256i index = _mm256_setr_epi32(0, 1 / per, 2 / per, 3 / per, 4 / per, 5 / per, 6 / per, 7 / per);
+    return _mm256_permutevar8x32_ps(loaded, index);
 }
 
 /// 8 x 8 words in three levels, each swapping the off-diagonal blocks of size 4, 2, then 1 between rows

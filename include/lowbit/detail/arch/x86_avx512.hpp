@@ -85,14 +85,28 @@ inline xsimd::batch<float, Arch> fma(const xsimd::batch<float, Arch>& a, const x
     return _mm512_fmadd_ps(a, b, c);
 }
 
-/// One 64-bit broadcast and one lane permute (masked, for the warning above).
-template <class Arch>
-inline xsimd::batch<float, Arch> broadcast_halves(const float* pair, const xsimd::avx512f&) noexcept {
-    double both;
-    std::memcpy(&both, pair, sizeof both);
-    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512 pairs = _mm512_castpd_ps(_mm512_set1_pd(both));
-    return _mm512_mask_permutexvar_ps(pairs, static_cast<__mmask16>(0xFFFF), halves, pairs);
+/// One load of the Groups floats (a 64-bit broadcast for two, which a compiler keeps in registers when
+/// the pair was just computed; masked for more: only those are read) and one lane permute (masked, for
+/// the warning above).
+template <int Groups, class Arch>
+inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd::avx512f&) noexcept {
+    if constexpr (Groups == 1) {
+        return _mm512_set1_ps(values[0]);
+    } else {
+        __m512 loaded;
+        if constexpr (Groups == 2) {
+            double both;
+            std::memcpy(&both, values, sizeof both);
+            loaded = _mm512_castpd_ps(_mm512_set1_pd(both));
+        } else {
+            loaded = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << Groups) - 1u), values);
+        }
+        constexpr int per = 16 / Groups;
+        const __m512i index =
+            _mm512_setr_epi32(0, 1 / per, 2 / per, 3 / per, 4 / per, 5 / per, 6 / per, 7 / per, 8 / per, 9 / per,
+                              10 / per, 11 / per, 12 / per, 13 / per, 14 / per, 15 / per);
+        return _mm512_mask_permutexvar_ps(loaded, static_cast<__mmask16>(0xFFFF), index, loaded);
+    }
 }
 
 template <class Arch>

@@ -51,8 +51,7 @@ void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
 }
 
 /// The per-lane group scales of one chunk of W words (lane i's group is fixed within a chunk; see the
-/// top of this file): a broadcast when the chunk lies in one group, half-broadcasts for two, selects
-/// for more.
+/// top of this file).
 template <class Arch, class Format>
 class ChunkScales {
 public:
@@ -65,7 +64,7 @@ public:
     static constexpr int chunks_per_group = W > words_per_group ? 1 : words_per_group / W;
 
     ChunkScales() {
-        if constexpr (groups_per_chunk > 2) {
+        if constexpr (selects) {
             alignas(64) std::array<float, 64> lane_index{};
             for (int i = 0; i < W; ++i) lane_index[static_cast<std::size_t>(i)] = static_cast<float>(i);
             const fbatch lanes = fbatch::load_unaligned(lane_index.data());
@@ -75,20 +74,21 @@ public:
     }
 
     /// Lane i: the scale (Format::group_scale) of the group of lane i of chunk `chunk` of the row whose
-    /// stored scales are scale_row.
+    /// stored scales are scale_row: one broadcast when the chunk lies in one group; else for float
+    /// scales the chunk's scales spread over their lanes (simd::spread_groups: a load and a lane
+    /// permute), for byte scales decoded and spread as a pair in registers (two groups) or broadcast
+    /// and selected group by group (more: decoded scales stored and loaded back as one vector stall on
+    /// store forwarding; benchmarks/README.md).
     LOWBIT_ALWAYS_INLINE fbatch operator()(const scale_type* scale_row, Index chunk) const {
+        const scale_type* s = scale_row + chunk * groups_per_chunk;
         if constexpr (groups_per_chunk == 1) {
             return fbatch(Format::group_scale(scale_row[chunk / chunks_per_group]));
+        } else if constexpr (std::is_same_v<scale_type, float>) {
+            return simd::spread_groups<groups_per_chunk, Arch>(s);
         } else if constexpr (groups_per_chunk == 2) {
-            if constexpr (std::is_same_v<scale_type, float>) {
-                return simd::broadcast_halves<Arch>(scale_row + chunk * 2);
-            } else {
-                const float pair[2] = {Format::group_scale(scale_row[chunk * 2]),
-                                       Format::group_scale(scale_row[chunk * 2 + 1])};
-                return simd::broadcast_halves<Arch>(pair);
-            }
+            const float pair[2] = {Format::group_scale(s[0]), Format::group_scale(s[1])};
+            return simd::spread_groups<2, Arch>(pair);
         } else {
-            const scale_type* s = scale_row + chunk * groups_per_chunk;
             fbatch scales(Format::group_scale(s[0]));
             static_for<groups_per_chunk - 1>([&](auto j) {
                 constexpr int group = decltype(j)::value + 1;
@@ -99,7 +99,9 @@ public:
     }
 
 private:
-    /// lane_in_group_[j]: lanes whose group is the chunk's j-th (read only with more than two groups).
+    /// Whether the scales are byte codes spread by selects (more than two groups per chunk).
+    static constexpr bool selects = groups_per_chunk > 2 && !std::is_same_v<scale_type, float>;
+    /// lane_in_group_[j]: lanes whose group is the chunk's j-th (read only when `selects`).
     std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group_{};
 };
 
