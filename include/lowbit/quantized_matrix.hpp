@@ -37,6 +37,7 @@
 
 #include "detail/checks.hpp"
 #include "detail/dispatch/formats.hpp"
+#include "detail/input_types.hpp"
 #include "detail/mlx_affine/packing.hpp"
 #include "detail/quantized_view.hpp"
 #include "detail/threading/parallel.hpp"
@@ -117,12 +118,46 @@ inline std::size_t rows_per_range(Eigen::Index cols) {
     return std::max<std::size_t>(1, std::size_t{1 << 16} / static_cast<std::size_t>(std::max<Eigen::Index>(cols, 1)));
 }
 
-/// quantize<Format> (below) with errors naming `function`, for the public entry points built on it.
-/// The format supplies, found by overload on FormatTag<Format>: quantize_row (one row, recorded),
-/// first_group_out_of_range (which group of a row its quantize_row reported as
-/// RowFault::group_out_of_range) and group_out_of_range_text (why, for the message).
-template <class Format, class Derived>
-QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+/// One row of weights read from Input (half or bfloat16; values widened exactly to float) quantized as
+/// MLX quantizes that dtype, for a format whose rule MLX computes in float32 on the widened values
+/// (affine): the float rule, then float per-group parameters rounded to Input, as MLX returns affine
+/// scales and biases in the input's dtype. A parameter that overflows Input puts its group out of
+/// range. A format whose rule rounds to the input's type on the way (mxfp4, mxfp8, nvfp4) overloads
+/// this for its tag (docs/numerics.md N19).
+template <class Format, class Input>
+RowFault quantize_row(FormatTag<Format> format, InputTag<Input>, const float* values, std::size_t groups,
+                      std::uint8_t* code_bytes, std::uint32_t* words, typename Format::scale_type* scales,
+                      float* biases) {
+    RowFault fault = quantize_row(format, values, groups, code_bytes, words, scales, biases);
+    if constexpr (std::is_same_v<typename Format::scale_type, float>) {
+        for (std::size_t g = 0; g < groups; ++g) {
+            scales[g] = round_to<Input>(scales[g]);
+            if (biases != nullptr) biases[g] = round_to<Input>(biases[g]);
+            const bool finite = std::isfinite(scales[g]) && (biases == nullptr || std::isfinite(biases[g]));
+            if (!finite && fault == RowFault::none) fault = RowFault::group_out_of_range;
+        }
+    }
+    return fault;
+}
+
+/// The first group of a row that quantize_row for Input put out of range: the format's own answer
+/// for its stored parameters (rounded to Input), unless the format overloads this for its tag.
+template <class Format, class Input>
+std::size_t first_group_out_of_range(FormatTag<Format> format, InputTag<Input>, const float* values,
+                                     const typename Format::scale_type* scales, const float* biases,
+                                     std::size_t groups) {
+    return first_group_out_of_range(format, values, scales, biases, groups);
+}
+
+/// quantize<Format> (below) with errors naming `function`, for the public entry points built on it,
+/// on weights of element type Input (float, or half / bfloat16 widened exactly into `w`).
+/// The format supplies, found by overload on FormatTag<Format>: quantize_row (one row, recorded; with
+/// an InputTag for the narrower types, above), first_group_out_of_range (which group of a row its
+/// quantize_row reported as RowFault::group_out_of_range) and group_out_of_range_text (why, for the
+/// message).
+template <class Format, class Input, class Derived>
+QuantizedMatrixOf<Format> quantize_rows(const char* function, const Eigen::MatrixBase<Derived>& w) {
+    static_assert(std::is_same_v<typename Derived::Scalar, float>, "quantize_rows reads float values");
     constexpr int group_size = Format::group_size;
     using Result = QuantizedMatrixOf<Format>;
     const Eigen::Ref<const RowMatrixXf, 0, Eigen::OuterStride<>> weights(w.derived());
@@ -160,17 +195,24 @@ QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::Matr
                 const auto row = static_cast<Eigen::Index>(r);
                 const float* values = weights.data() + row * weights.outerStride();
                 const std::size_t first_index = r * static_cast<std::size_t>(groups);
-                const RowFault fault =
-                    quantize_row(FormatTag<Format>{}, values, static_cast<std::size_t>(groups), code_bytes.data(),
-                                 &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
+                RowFault fault = RowFault::none;
+                if constexpr (std::is_same_v<Input, float>)
+                    fault =
+                        quantize_row(FormatTag<Format>{}, values, static_cast<std::size_t>(groups), code_bytes.data(),
+                                     &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
+                else
+                    fault =
+                        quantize_row(FormatTag<Format>{}, InputTag<Input>{}, values, static_cast<std::size_t>(groups),
+                                     code_bytes.data(), &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
                 if (fault == RowFault::non_finite_value) {
                     Eigen::Index column = 0;
                     while (std::isfinite(values[column])) ++column;
                     found.non_finite_group =
                         std::min(found.non_finite_group, first_index + static_cast<std::size_t>(column / group_size));
                 } else if (fault == RowFault::group_out_of_range) {
-                    const std::size_t g = first_group_out_of_range(FormatTag<Format>{}, values, &result.scales(row, 0),
-                                                                   biases_of(row), static_cast<std::size_t>(groups));
+                    const std::size_t g =
+                        first_group_out_of_range(FormatTag<Format>{}, InputTag<Input>{}, values, &result.scales(row, 0),
+                                                 biases_of(row), static_cast<std::size_t>(groups));
                     found.out_of_range_group = std::min(found.out_of_range_group, first_index + g);
                 }
             }
@@ -193,12 +235,28 @@ QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::Matr
     if (faults.out_of_range_group != none) {
         const auto row = faults.out_of_range_group / static_cast<std::size_t>(groups);
         const auto group = static_cast<Eigen::Index>(faults.out_of_range_group % static_cast<std::size_t>(groups));
-        throw std::invalid_argument(std::string(function) + ": row " + std::to_string(row) + ", group " +
-                                    std::to_string(group) + " (columns " + std::to_string(group * group_size) + " to " +
-                                    std::to_string((group + 1) * group_size - 1) + ") " +
-                                    group_out_of_range_text(FormatTag<Format>{}));
+        throw std::invalid_argument(
+            std::string(function) + ": row " + std::to_string(row) + ", group " + std::to_string(group) + " (columns " +
+            std::to_string(group * group_size) + " to " + std::to_string((group + 1) * group_size - 1) + ") " +
+            group_out_of_range_text(FormatTag<Format>{}) +
+            (std::is_same_v<Input, float> ? std::string()
+                                          : std::string(" (") + input_type_name<Input>() + " weights)"));
     }
     return result;
+}
+
+/// quantize<Format> (below) with errors naming `function`: quantize_rows on w's element type, a half
+/// or bfloat16 matrix widened to float first (exactly).
+template <class Format, class Derived>
+QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+    using Input = typename Derived::Scalar;
+    static_assert(is_input_type<Input>, "lowbit::quantize takes a float, Eigen::half or Eigen::bfloat16 matrix");
+    if constexpr (std::is_same_v<Input, float>) {
+        return quantize_rows<Format, float>(function, w);
+    } else {
+        const RowMatrixXf widened = w.template cast<float>();
+        return quantize_rows<Format, Input>(function, widened);
+    }
 }
 
 /// The quantizer of every format, found by overload on the format's tag: the generic quantize<Format>
@@ -218,33 +276,47 @@ QuantizedMatrixOf<Format> quantize_format(FormatTag<Format>, const char* functio
 /// scale -1e-7, bias 0 and codes 0. A constant group c gets bias c and codes 0, and dequantizes to c,
 /// when c / 1e-7 rounds (half to even) to a non-zero code, i.e. |c| > fl(5e-8); otherwise the bias is
 /// 0 and the group dequantizes to 0 (as in MLX).
+/// An Eigen::half or Eigen::bfloat16 w is quantized as MLX quantizes float16 / bfloat16 weights: the
+/// same codes as its float values, and scales and biases rounded to w's type (docs/numerics.md N19).
 /// Throws std::invalid_argument for an empty w, in % GroupSize != 0, a NaN/Inf (naming row and column),
 /// or a group whose levels overflow float (max - min, or s * (2^Bits - 1) + b, is infinite: e.g. a group
 /// holding FLT_MAX and -FLT_MAX; naming row and group: MLX returns an infinite scale and NaN or Inf
-/// weights there). So every matrix quantize returns dequantizes to finite values.
+/// weights there), or, for half weights, whose scale or bias overflows half (a 1-bit group spanning
+/// more than 65520). So every matrix quantize returns dequantizes to finite float values.
 template <int GroupSize = 64, int Bits = 4, class Derived>
 QuantizedMatrix<GroupSize, Bits> quantize(const Eigen::MatrixBase<Derived>& w) {
-    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
     return detail::quantize_named<MlxAffine<GroupSize, Bits>>("lowbit::quantize", w);
 }
 
 /// Quantizes w into Format (formats/): quantize<MlxAffine<GroupSize, Bits>>(w) is quantize<GroupSize,
-/// Bits>(w) above. Throws as that format's quantizer says.
+/// Bits>(w) above. w's elements are float, Eigen::half or Eigen::bfloat16, each read as MLX reads
+/// that dtype (docs/numerics.md N19). Throws as that format's quantizer says.
 template <class Format, class Derived>
 QuantizedMatrixOf<Format> quantize(const Eigen::MatrixBase<Derived>& w) {
-    static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::quantize takes a float matrix");
     return detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::quantize", w);
 }
 
-/// The float matrix [rows, cols] that q stands for, by its format's rule (for MLX affine w = s * q + b
-/// per group, computed as fl(fl(s*q) + b): no fused multiply-add, so MLX's CPU values are
-/// reproduced). Throws std::invalid_argument for inconsistent or empty parts.
-template <class Format>
-RowMatrixXf dequantize(const QuantizedMatrixOf<Format>& q) {
+/// The matrix [rows, cols] that q stands for, by its format's rule, in element type T (float by
+/// default; Eigen::half or Eigen::bfloat16 as MLX's `mx.dequantize(..., dtype=)`): every operation
+/// rounded to T, its operands read as T. For MLX affine w = s * q + b per group, computed as fl(fl(s *
+/// q) + b) with no fused multiply-add, so MLX's CPU values are reproduced (for half and bfloat16 when
+/// s and b are values of that type, as quantize of such weights and MLX's checkpoints give them); for
+/// the float formats one rounding of the exact value to T. A value beyond T's range is +-Inf, as in
+/// MLX (which gives NaN instead of 0 where an mxfp4 scale overflows T). Throws std::invalid_argument
+/// for inconsistent or empty parts.
+template <class T = float, class Format>
+Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dequantize(const QuantizedMatrixOf<Format>& q) {
+    static_assert(detail::is_input_type<T>, "lowbit::dequantize writes float, Eigen::half or Eigen::bfloat16");
     q.check_shapes("lowbit::dequantize");
     constexpr int group_size = Format::group_size;
     const Eigen::Index rows = q.rows(), cols = q.cols();
-    RowMatrixXf w(rows, cols);
+    Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> w(rows, cols);
+    const auto group_scale = [&](Eigen::Index row, Eigen::Index group) {
+        if constexpr (Format::has_biases)
+            return detail::round_to<T>(Format::group_scale(q.scales(row, group)));
+        else
+            return Format::group_scale(q.scales(row, group));
+    };
     detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
                          [&](std::size_t begin, std::size_t end) {
         std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
@@ -255,12 +327,13 @@ RowMatrixXf dequantize(const QuantizedMatrixOf<Format>& q) {
             // Two passes on purpose: the product is stored before the bias is added, so no compiler
             // contraction setting can fuse them into an fma (MLX's CPU values are the unfused ones).
             for (Eigen::Index c = 0; c < cols; ++c)
-                products[static_cast<std::size_t>(c)] = Format::group_scale(q.scales(row, c / group_size)) *
-                                                        Format::value(codes[static_cast<std::size_t>(c)]);
+                products[static_cast<std::size_t>(c)] = detail::round_to<T>(
+                    group_scale(row, c / group_size) * Format::value(codes[static_cast<std::size_t>(c)]));
             for (Eigen::Index c = 0; c < cols; ++c) {
                 float value = products[static_cast<std::size_t>(c)];
-                if constexpr (Format::has_biases) value += q.biases(row, c / group_size);
-                w(row, c) = value;
+                if constexpr (Format::has_biases)
+                    value = detail::round_to<T>(value + detail::round_to<T>(q.biases(row, c / group_size)));
+                w(row, c) = T(value);
             }
         }
     });

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "../formats/minifloats.hpp"
+#include "input_types.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
@@ -18,14 +19,26 @@ namespace detail {
 inline constexpr int e8m0_min_exponent = -127;
 
 /// The E8M0 exponent MLX gives a group whose largest magnitude is amax (finite) when its elements
-/// reach element_max (6 for E2M1, 448 for E4M3): E = ceil(log2(r)) exactly, for r = fl(amax /
-/// element_max); 0 for an all-zero group. The byte stored is E + 127 (the caller checks E >= -127).
-inline int e8m0_exponent(float amax, float element_max) {
-    const float r = amax / element_max;
+/// reach element_max (6 for E2M1, 448 for E4M3), for weights of type Input (input_types.hpp):
+/// E = ceil(log2(r)) exactly, for r = fl(amax / element_max) rounded to Input (MLX computes this
+/// quotient in the input's type: below Input's normal range it loses bits, and it can round to 0);
+/// 0 when r is 0 (an all-zero group, or one whose quotient underflows Input). The byte stored is
+/// E + 127 (the caller checks E >= -127).
+template <class Input = float>
+int e8m0_exponent(float amax, float element_max) {
+    const float r = round_to<Input>(amax / element_max);
     if (r == 0.0f) return 0;
     int e = 0;
     const float fraction = std::frexp(r, &e);  // r = fraction * 2^e, fraction in [0.5, 1)
     return fraction == 0.5f ? e - 1 : e;
+}
+
+/// e8m0_exponent of the group of `group_size` values starting at `group`.
+template <class Input = float>
+int e8m0_group_exponent(const float* group, int group_size, float element_max) {
+    float amax = 0.0f;
+    for (int i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
+    return e8m0_exponent<Input>(amax, element_max);
 }
 
 /// The E2M1 code MLX gives q: the first code, in table order, at the smallest float distance

@@ -1,5 +1,5 @@
-// The mxfp8 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="mxfp8")` on float32 weights
-// (docs/numerics.md N18), scalar: a group's E8M0 exponent, one row; and what quantize_named
+// The mxfp8 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="mxfp8")` on float32, float16 and
+// bfloat16 weights (docs/numerics.md N18, N19), scalar: a group's E8M0 exponent, one row; and what quantize_named
 // (quantized_matrix.hpp) and FormatKernels<Mxfp8> reach by the format's tag.
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include "../../formats/mxfp8.hpp"
 #include "../dispatch/format_kernels.hpp"
+#include "../input_types.hpp"
 #include "../kernel_paths.hpp"
 #include "../minifloat_rounding.hpp"
 #include "../row_fault.hpp"
@@ -19,28 +20,21 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// The E8M0 exponent of the group of 32 values starting at `group` (E4M3's largest value is 448).
-inline int mxfp8_group_exponent(const float* group) {
-    float amax = 0.0f;
-    for (int i = 0; i < Mxfp8::group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
-    return e8m0_exponent(amax, 448.0f);
-}
-
-/// Quantizes one row of `groups` groups of 32 values into words (one E4M3 code per byte, the first in
-/// the lowest) and exponent bytes: per group E, then each value's e4m3_code(fl(w / 2^E)), never beyond
-/// 448 since E rounds up. code_bytes is unused (the codes are the words' bytes). Returns
-/// RowFault::non_finite_value for a NaN or Inf (outputs unspecified), RowFault::group_out_of_range when
-/// a group's exponent is below -127 (its byte is then 0 and its codes those of 2^-127), else none.
-inline RowFault run_quantize_row(FormatTag<Mxfp8>, const float* values, std::size_t groups,
-                                 std::uint8_t* /*code_bytes*/, std::uint32_t* words, std::uint8_t* scales,
-                                 float* /*biases*/) {
+/// Quantizes one row of `groups` groups of 32 values of type Input (read exactly as floats) into words
+/// (one E4M3 code per byte, the first in the lowest) and exponent bytes: per group E (e8m0_exponent
+/// for E4M3's largest value 448, the quotient rounded to Input), then each value's e4m3_code(fl(w /
+/// 2^E)), never beyond 448 since E rounds up. Returns RowFault::non_finite_value for a NaN or Inf
+/// (outputs unspecified), RowFault::group_out_of_range when a group's exponent is below -127 (its byte
+/// is then 0 and its codes those of 2^-127), else none.
+template <class Input>
+RowFault quantize_mxfp8_row(const float* values, std::size_t groups, std::uint32_t* words, std::uint8_t* scales) {
     constexpr std::size_t group_size = Mxfp8::group_size;
     for (std::size_t i = 0; i < groups * group_size; ++i)
         if (!std::isfinite(values[i])) return RowFault::non_finite_value;
     RowFault found = RowFault::none;
     for (std::size_t g = 0; g < groups; ++g) {
         const float* group = values + g * group_size;
-        int exponent = mxfp8_group_exponent(group);
+        int exponent = e8m0_group_exponent<Input>(group, Mxfp8::group_size, 448.0f);
         if (exponent < e8m0_min_exponent) {
             found = RowFault::group_out_of_range;
             exponent = e8m0_min_exponent;
@@ -56,6 +50,22 @@ inline RowFault run_quantize_row(FormatTag<Mxfp8>, const float* values, std::siz
     return found;
 }
 
+/// quantize_mxfp8_row of float weights: what FormatKernels<Mxfp8>::quantize_row runs (code_bytes is
+/// unused: the codes are the words' bytes).
+inline RowFault run_quantize_row(FormatTag<Mxfp8>, const float* values, std::size_t groups,
+                                 std::uint8_t* /*code_bytes*/, std::uint32_t* words, std::uint8_t* scales,
+                                 float* /*biases*/) {
+    return quantize_mxfp8_row<float>(values, groups, words, scales);
+}
+
+/// quantize_mxfp8_row of weights read from Input (half or bfloat16), recorded.
+template <class Input>
+RowFault quantize_row(FormatTag<Mxfp8>, InputTag<Input>, const float* values, std::size_t groups,
+                      std::uint8_t* /*code_bytes*/, std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+    record(KernelOp::quantize_group, KernelPath::reference);
+    return quantize_mxfp8_row<Input>(values, groups, words, scales);
+}
+
 /// FormatKernels<Mxfp8>::quantize_row, recorded (the scalar rule is its only path).
 inline RowFault quantize_row(FormatTag<Mxfp8>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
                              std::uint32_t* words, std::uint8_t* scales, float* biases) {
@@ -63,11 +73,13 @@ inline RowFault quantize_row(FormatTag<Mxfp8>, const float* values, std::size_t 
     return FormatKernels<Mxfp8>::quantize_row(values, groups, code_bytes, words, scales, biases);
 }
 
-/// The first group of a row whose exponent is below E8M0's range.
-inline std::size_t first_group_out_of_range(FormatTag<Mxfp8>, const float* values, const std::uint8_t*, const float*,
-                                            std::size_t groups) {
+/// The first group of a row of Input weights whose exponent is below E8M0's range.
+template <class Input = float>
+std::size_t first_group_out_of_range(FormatTag<Mxfp8>, InputTag<Input>, const float* values, const std::uint8_t*,
+                                     const float*, std::size_t groups) {
     for (std::size_t g = 0; g < groups; ++g)
-        if (mxfp8_group_exponent(values + g * Mxfp8::group_size) < e8m0_min_exponent) return g;
+        if (e8m0_group_exponent<Input>(values + g * Mxfp8::group_size, Mxfp8::group_size, 448.0f) < e8m0_min_exponent)
+            return g;
     return groups;
 }
 

@@ -1,6 +1,6 @@
-// The nvfp4 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="nvfp4")` on float32 weights
-// without a global scale (docs/numerics.md N17), scalar: a group's E4M3 scale byte, one row; and what
-// quantize_named (quantized_matrix.hpp) and FormatKernels<Nvfp4> reach by the format's tag.
+// The nvfp4 quantization rule of MLX 0.32's CPU `mx.quantize(w, mode="nvfp4")` on float32, float16 and
+// bfloat16 weights without a global scale (docs/numerics.md N17, N19), scalar: a group's E4M3 scale byte, one row; and
+// what quantize_named (quantized_matrix.hpp) and FormatKernels<Nvfp4> reach by the format's tag.
 #pragma once
 
 #include "../config.hpp"
@@ -12,6 +12,7 @@
 
 #include "../../formats/nvfp4.hpp"
 #include "../dispatch/format_kernels.hpp"
+#include "../input_types.hpp"
 #include "../kernel_paths.hpp"
 #include "../minifloat_rounding.hpp"
 #include "../mlx_affine/packing.hpp"
@@ -20,19 +21,23 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail {
 
-/// The scale byte MLX gives a group of 16 whose largest magnitude is amax (finite): e4m3_byte(fl(amax / 6)).
-inline std::uint8_t nvfp4_scale_byte(float amax) {
-    return e4m3_byte(amax / 6.0f);
+/// The scale byte MLX gives a group of 16 weights of type Input whose largest magnitude is amax
+/// (finite): e4m3_byte(fl(amax / 6) rounded to Input).
+template <class Input = float>
+std::uint8_t nvfp4_scale_byte(float amax) {
+    return e4m3_byte(round_to<Input>(amax / 6.0f));
 }
 
-/// Quantizes one row of `groups` groups of 16 values into packed words and scale bytes (code_bytes:
-/// scratch for groups * 16 bytes): per group the scale byte s, then each value's E2M1 code of
-/// fl(w / E4M3(s)). A group whose scale rounds to 0 (largest magnitude below 2^-10 * 6) gets code 0 for
-/// every value, as in MLX (where w / 0 is Inf or NaN); one beyond 6 * 448 saturates at scale 448 and codes
-/// +-6. Returns RowFault::non_finite_value for a NaN or Inf (outputs unspecified), else none. What
-/// FormatKernels<Nvfp4>::quantize_row runs.
-inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
-                                 std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+/// Quantizes one row of `groups` groups of 16 values of type Input (read exactly as floats) into packed
+/// words and scale bytes (code_bytes: scratch for groups * 16 bytes): per group the scale byte s, then
+/// each value's E2M1 code of fl(w / E4M3(s)) rounded to Input (MLX divides in the input's type). A group
+/// whose scale rounds to 0 (largest magnitude below 2^-10 * 6) gets code 0 for every value, as in MLX
+/// (where w / 0 is Inf or NaN); one beyond 6 * 448 saturates at scale 448 and codes +-6 (bfloat16
+/// quotients beyond 2^24 excepted: there e2m1_code's float distances tie, as MLX's do). Returns
+/// RowFault::non_finite_value for a NaN or Inf (outputs unspecified), else none.
+template <class Input>
+RowFault quantize_nvfp4_row(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                            std::uint8_t* scales) {
     constexpr std::size_t group_size = Nvfp4::group_size;
     for (std::size_t i = 0; i < groups * group_size; ++i)
         if (!std::isfinite(values[i])) return RowFault::non_finite_value;
@@ -40,15 +45,30 @@ inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::siz
         const float* group = values + g * group_size;
         float amax = 0.0f;
         for (std::size_t i = 0; i < group_size; ++i) amax = std::fmax(amax, std::fabs(group[i]));
-        scales[g] = nvfp4_scale_byte(amax);
+        scales[g] = nvfp4_scale_byte<Input>(amax);
         const float scale = e4m3_value(scales[g]);
         // A zero scale gives code 0 everywhere (what e2m1_code gives MLX's quotients w / 0, Inf or NaN),
         // without dividing by zero.
         for (std::size_t i = 0; i < group_size; ++i)
-            code_bytes[g * group_size + i] = scale == 0.0f ? std::uint8_t{0} : e2m1_code(group[i] / scale);
+            code_bytes[g * group_size + i] =
+                scale == 0.0f ? std::uint8_t{0} : e2m1_code(round_to<Input>(group[i] / scale));
     }
     kernels::pack_code_bytes<Nvfp4::bits>(code_bytes, groups * group_size, words);
     return RowFault::none;
+}
+
+/// quantize_nvfp4_row of float weights: what FormatKernels<Nvfp4>::quantize_row runs.
+inline RowFault run_quantize_row(FormatTag<Nvfp4>, const float* values, std::size_t groups, std::uint8_t* code_bytes,
+                                 std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+    return quantize_nvfp4_row<float>(values, groups, code_bytes, words, scales);
+}
+
+/// quantize_nvfp4_row of weights read from Input (half or bfloat16), recorded.
+template <class Input>
+RowFault quantize_row(FormatTag<Nvfp4>, InputTag<Input>, const float* values, std::size_t groups,
+                      std::uint8_t* code_bytes, std::uint32_t* words, std::uint8_t* scales, float* /*biases*/) {
+    record(KernelOp::quantize_group, KernelPath::reference);
+    return quantize_nvfp4_row<Input>(values, groups, code_bytes, words, scales);
 }
 
 /// FormatKernels<Nvfp4>::quantize_row, recorded (the scalar rule is its only path).
