@@ -149,14 +149,29 @@ std::size_t first_group_out_of_range(FormatTag<Format> format, InputTag<Input>, 
     return first_group_out_of_range(format, values, scales, biases, groups);
 }
 
+/// The format's row quantizer for weights of element type Input, found by overload on
+/// FormatTag<Format>: quantize_row (one row, recorded; with an InputTag for the narrower types, above).
+template <class Format, class Input>
+struct FormatRowQuantizer {
+    RowFault operator()(const float* values, std::size_t groups, std::uint8_t* code_bytes, std::uint32_t* words,
+                        typename Format::scale_type* scales, float* biases) const {
+        if constexpr (std::is_same_v<Input, float>)
+            return quantize_row(FormatTag<Format>{}, values, groups, code_bytes, words, scales, biases);
+        else
+            return quantize_row(FormatTag<Format>{}, InputTag<Input>{}, values, groups, code_bytes, words, scales,
+                                biases);
+    }
+};
+
 /// quantize<Format> (below) with errors naming `function`, for the public entry points built on it,
-/// on weights of element type Input (float, or half / bfloat16 widened exactly into `w`).
-/// The format supplies, found by overload on FormatTag<Format>: quantize_row (one row, recorded; with
-/// an InputTag for the narrower types, above), first_group_out_of_range (which group of a row its
-/// quantize_row reported as RowFault::group_out_of_range) and group_out_of_range_text (why, for the
-/// message).
-template <class Format, class Input, class Derived>
-QuantizedMatrixOf<Format> quantize_rows(const char* function, const Eigen::MatrixBase<Derived>& w) {
+/// on weights of element type Input (float, or half / bfloat16 widened exactly into `w`), each row
+/// quantized by quantize_one_row (FormatRowQuantizer's signature; nvfp4_global_scale.hpp passes its
+/// own). The format supplies, found by overload on FormatTag<Format>: first_group_out_of_range (which
+/// group of a row the row quantizer reported as RowFault::group_out_of_range) and
+/// group_out_of_range_text (why, for the message).
+template <class Format, class Input, class Derived, class RowQuantizer = FormatRowQuantizer<Format, Input>>
+QuantizedMatrixOf<Format> quantize_rows(const char* function, const Eigen::MatrixBase<Derived>& w,
+                                        const RowQuantizer& quantize_one_row = {}) {
     static_assert(std::is_same_v<typename Derived::Scalar, float>, "quantize_rows reads float values");
     constexpr int group_size = Format::group_size;
     using Result = QuantizedMatrixOf<Format>;
@@ -195,15 +210,8 @@ QuantizedMatrixOf<Format> quantize_rows(const char* function, const Eigen::Matri
                 const auto row = static_cast<Eigen::Index>(r);
                 const float* values = weights.data() + row * weights.outerStride();
                 const std::size_t first_index = r * static_cast<std::size_t>(groups);
-                RowFault fault = RowFault::none;
-                if constexpr (std::is_same_v<Input, float>)
-                    fault =
-                        quantize_row(FormatTag<Format>{}, values, static_cast<std::size_t>(groups), code_bytes.data(),
-                                     &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
-                else
-                    fault =
-                        quantize_row(FormatTag<Format>{}, InputTag<Input>{}, values, static_cast<std::size_t>(groups),
-                                     code_bytes.data(), &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
+                const RowFault fault = quantize_one_row(values, static_cast<std::size_t>(groups), code_bytes.data(),
+                                                        &result.codes(row, 0), &result.scales(row, 0), biases_of(row));
                 if (fault == RowFault::non_finite_value) {
                     Eigen::Index column = 0;
                     while (std::isfinite(values[column])) ++column;
@@ -245,18 +253,26 @@ QuantizedMatrixOf<Format> quantize_rows(const char* function, const Eigen::Matri
     return result;
 }
 
-/// quantize<Format> (below) with errors naming `function`: quantize_rows on w's element type, a half
-/// or bfloat16 matrix widened to float first (exactly).
-template <class Format, class Derived>
-QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+/// body(InputTag<T>{}, values) for w of element type T: values is w itself for float, and w widened to
+/// float (exactly) for half and bfloat16.
+template <class Derived, class Body>
+decltype(auto) with_widened(const Eigen::MatrixBase<Derived>& w, Body&& body) {
     using Input = typename Derived::Scalar;
     static_assert(is_input_type<Input>, "lowbit::quantize takes a float, Eigen::half or Eigen::bfloat16 matrix");
     if constexpr (std::is_same_v<Input, float>) {
-        return quantize_rows<Format, float>(function, w);
+        return body(InputTag<float>{}, w);
     } else {
         const RowMatrixXf widened = w.template cast<float>();
-        return quantize_rows<Format, Input>(function, widened);
+        return body(InputTag<Input>{}, widened);
     }
+}
+
+/// quantize<Format> (below) with errors naming `function`: quantize_rows on w's element type.
+template <class Format, class Derived>
+QuantizedMatrixOf<Format> quantize_named(const char* function, const Eigen::MatrixBase<Derived>& w) {
+    return with_widened(w, [function]<class Input>(InputTag<Input>, const auto& values) {
+        return quantize_rows<Format, Input>(function, values);
+    });
 }
 
 /// The quantizer of every format, found by overload on the format's tag: the generic quantize<Format>
