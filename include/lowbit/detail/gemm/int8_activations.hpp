@@ -6,6 +6,7 @@
 
 #include "../config.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -26,14 +27,19 @@ enum class Int8RowSums { x, codes };
 
 /// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel, S codes per panel
 /// byte (Int8PanelLayout::steps); rows split across threads (each row's work is independent, so the
-/// result does not depend on the thread count).
-template <class Arch, int GroupSize, int S, Int8RowSums Sums>
+/// result does not depend on the thread count). With Replicas > 1 each group of GroupSize inputs is
+/// packed Replicas times in a row, as virtual groups g * Replicas .. g * Replicas + Replicas - 1 of a
+/// row of Replicas * K inputs, each with the group's codes, scale and sums (for weights whose group is
+/// several digit planes: mxfp8/int8_gemm.hpp); each row is still quantized once.
+template <class Arch, int GroupSize, int S, Int8RowSums Sums, int Replicas = 1>
 Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
+    static_assert(Replicas >= 1, "pack_activations_int8: at least one copy of each group");
+    const Eigen::Index wide = Replicas * K;  // packed inputs per row
     Int8RowBlocks blocks;
     blocks.split(M, MR);
-    blocks.quads_per_row = K / 4;
-    blocks.groups = K / GroupSize;
-    blocks.quads.resize(static_cast<std::size_t>(M * K));
+    blocks.quads_per_row = wide / 4;
+    blocks.groups = wide / GroupSize;
+    blocks.quads.resize(static_cast<std::size_t>(M * wide));
     blocks.a.resize(static_cast<std::size_t>(M * blocks.groups));
     if constexpr (Sums == Int8RowSums::x) {
         blocks.x_sum.resize(static_cast<std::size_t>(M * blocks.groups));
@@ -41,33 +47,44 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
         blocks.sum_groups = blocks.groups;
         blocks.code_sums.resize(static_cast<std::size_t>(M * blocks.groups));
     }
-    const Eigen::Index groups = blocks.groups, words = K / (4 * S);
+    const Eigen::Index groups = K / GroupSize, packed_groups = blocks.groups, words = wide / (4 * S);
     parallel_for(static_cast<std::size_t>(blocks.count), 1, [&](std::size_t begin, std::size_t end) {
         std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
+        std::vector<std::int8_t> replicated(Replicas > 1 ? static_cast<std::size_t>(wide) : 0);
         std::vector<float> a(static_cast<std::size_t>(groups)), sums(static_cast<std::size_t>(groups));
         for (auto block = static_cast<Eigen::Index>(begin); block < static_cast<Eigen::Index>(end); ++block) {
             const Eigen::Index r_count = blocks.rows(block), m0 = blocks.first_row(block);
-            std::int8_t* quads = blocks.quads.data() + m0 * K;
-            float* a_out = blocks.a.data() + m0 * groups;
+            std::int8_t* quads = blocks.quads.data() + m0 * wide;
+            // The group-g value of row r into every copy of group g.
+            const auto put = [&](auto* out, Eigen::Index r, Eigen::Index g, auto value) {
+                for (Eigen::Index copy = 0; copy < Replicas; ++copy) out[(g * Replicas + copy) * r_count + r] = value;
+            };
             for (Eigen::Index r = 0; r < r_count; ++r) {
                 const float* row = x + (m0 + r) * x_stride;
                 quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), a.data());
-                for (Eigen::Index g = 0; g < groups; ++g) a_out[g * r_count + r] = a[static_cast<std::size_t>(g)];
+                for (Eigen::Index g = 0; g < groups; ++g)
+                    put(blocks.a.data() + m0 * packed_groups, r, g, a[static_cast<std::size_t>(g)]);
                 if constexpr (Sums == Int8RowSums::x) {
                     group_sums<Arch, GroupSize>(row, K, 1, K, sums.data());
-                    float* sum_out = blocks.x_sum.data() + m0 * groups;
                     for (Eigen::Index g = 0; g < groups; ++g)
-                        sum_out[g * r_count + r] = sums[static_cast<std::size_t>(g)];
+                        put(blocks.x_sum.data() + m0 * packed_groups, r, g, sums[static_cast<std::size_t>(g)]);
                 } else {
-                    std::int32_t* sum_out = blocks.code_sums.data() + m0 * groups;
                     for (Eigen::Index g = 0; g < groups; ++g) {
                         std::int32_t sum = 0;  // |sum| <= 127 * GroupSize
                         for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k)
                             sum += xq[static_cast<std::size_t>(k)];
-                        sum_out[g * r_count + r] = sum;
+                        put(blocks.code_sums.data() + m0 * packed_groups, r, g, sum);
                     }
                 }
-                pack_row_quads<S>(xq.data(), words, r, r_count, quads);
+                if constexpr (Replicas == 1) {
+                    pack_row_quads<S>(xq.data(), words, r, r_count, quads);
+                } else {
+                    for (Eigen::Index g = 0; g < groups; ++g)
+                        for (Eigen::Index copy = 0; copy < Replicas; ++copy)
+                            std::copy(xq.begin() + g * GroupSize, xq.begin() + (g + 1) * GroupSize,
+                                      replicated.begin() + (g * Replicas + copy) * GroupSize);
+                    pack_row_quads<S>(replicated.data(), words, r, r_count, quads);
+                }
             }
         }
     });

@@ -38,8 +38,8 @@ LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 /// The mxfp8 epilogue (the contract in gemm/int8_ukernel.hpp) over virtual groups of one digit plane
-/// each: one parameter slot (the group scale 2^(e - 136) as a float, in each of a group's three
-/// records), the planes gathered in the integer total.
+/// each: one parameter slot (the group scale 2^(e - 136) as a float, in the record of a group's last
+/// plane), the planes gathered in the integer total.
 struct Mxfp8Int8Epilogue : TotalsAreOutputs {
     static constexpr int param_slots = 1;
     static constexpr bool integer_total = true;
@@ -102,7 +102,8 @@ struct Mxfp8Int8Gemm {
 
     /// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel
     /// (Mxfp8Int8Layout::panel_units(3K, NR) units), with scratch_bytes(K, NR) of scratch: each row's
-    /// digit planes, group by group, then transposed by Ops; each record's scale decoded.
+    /// digit planes, group by group, then transposed by Ops; the scale decoded into each group's last
+    /// plane's record.
     template <class Ops, int NR>
     static void pack_panel(const QuantizedView<Mxfp8>& q, Eigen::Index n0, std::uint32_t* panel,
                            std::uint8_t* scratch) {
@@ -125,11 +126,14 @@ struct Mxfp8Int8Gemm {
         constexpr Eigen::Index record = layout::record_units(NR);
         transpose_to_panel_int8<Ops, NR>(plane_rows, rows, layout::words(planes * K), layout::words_per_group, record,
                                          panel);
+        // The epilogue reads a group's scale at its last plane only; the other planes' slots stay 0.
         for (Eigen::Index g = 0; g < planes * groups; ++g) {
             std::uint32_t* slot = panel + g * record + layout::scales_offset(NR);
+            const bool read = g % planes == planes - 1;
             for (Eigen::Index r = 0; r < NR; ++r)
-                slot[r] =
-                    r < rows ? std::bit_cast<std::uint32_t>(Mxfp8::group_scale(q.scales(n0 + r, g / planes))) : 0u;
+                slot[r] = read && r < rows
+                              ? std::bit_cast<std::uint32_t>(Mxfp8::group_scale(q.scales(n0 + r, g / planes)))
+                              : 0u;
         }
     }
 
@@ -168,20 +172,12 @@ struct Mxfp8Int8Gemm {
     }
 
 private:
-    /// Activations of x [M, K] (finite) over the virtual groups: each group of 32 inputs three times in a
-    /// row of 3K, so that every copy quantizes to the same codes and scale.
+    /// Activations of x [M, K] (finite) over the virtual groups: each row quantized once and each group
+    /// of 32 inputs packed three times in a row of 3K (the same codes and scale for every plane).
     template <class Arch, class Ops>
     static Int8RowBlocks activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
-        constexpr Eigen::Index G = Mxfp8::group_size;
-        const Eigen::Index wide = planes * K;
-        std::vector<float> tripled(static_cast<std::size_t>(M * wide));
-        for (Eigen::Index m = 0; m < M; ++m)
-            for (Eigen::Index g = 0; g < K / G; ++g)
-                for (int d = 0; d < planes; ++d)
-                    std::copy(x + m * x_stride + g * G, x + m * x_stride + (g + 1) * G,
-                              tripled.begin() + m * wide + (g * planes + d) * G);
-        return pack_activations_int8<Arch, G, Mxfp8Int8Layout::steps, Int8RowSums::codes>(tripled.data(), wide, M, wide,
-                                                                                          Int8TileShape<Ops>::rows);
+        return pack_activations_int8<Arch, Mxfp8::group_size, Mxfp8Int8Layout::steps, Int8RowSums::codes, planes>(
+            x, x_stride, M, K, Int8TileShape<Ops>::rows);
     }
 };
 
