@@ -192,3 +192,24 @@ TEST_CASE("mxfp4 codes in the f32 kernels: every code at every step is Mxfp4::va
         }
     }
 }
+
+TEMPLATE_TEST_CASE("E2M1 formats' scale bytes in the f32 GEMV: every byte decodes to Format::group_scale",
+                   "[quantized_matmul][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
+    if constexpr (simd::enabled) {
+        using Codes = kernels::F32Codes<TestType>;
+        using ubatch = xsimd::batch<std::uint32_t, simd::arch>;
+        using fbatch = xsimd::batch<float, simd::arch>;
+        alignas(64) std::array<float, fbatch::size> lanes{};
+        for (std::uint32_t byte = 0; byte < 256; ++byte) {
+            INFO("scale byte " << byte);
+            const float expected = TestType::group_scale(static_cast<std::uint8_t>(byte));
+            Codes::template group_scales<simd::arch>(ubatch(byte)).store_aligned(lanes.data());
+            for (const float lane : lanes) {
+                if (std::isnan(expected))
+                    CHECK(std::isnan(lane));
+                else
+                    CHECK(std::bit_cast<std::uint32_t>(lane) == std::bit_cast<std::uint32_t>(expected));
+            }
+        }
+    }
+}

@@ -220,6 +220,38 @@ TEST_CASE("simd::spread_groups puts value j over the j-th of Groups equal runs o
     check(std::integral_constant<int, 8>{});
     check(std::integral_constant<int, 16>{});
 }
+TEST_CASE("simd::spread_byte_groups puts byte j over the j-th of Groups equal runs of lanes, reading Groups bytes",
+          "[simd]") {
+    using batch = simd::batch<std::uint32_t>;
+    constexpr std::size_t lanes = batch::size;
+    // Bytes above 127 too (zero-extended, never sign-extended); the byte after the Groups read is a
+    // sentinel that no lane may show.
+    const std::array<std::uint8_t, 17> bytes{0x00, 0xFF, 0x7F, 0x80, 0x01, 0xFE, 0x38, 0xC0, 0x10,
+                                             0x9A, 0x7E, 0x81, 0x42, 0x03, 0xAA, 0x55, 0xEE};
+    const auto check = [&]<int Groups>(std::integral_constant<int, Groups>) {
+        if constexpr (lanes % Groups == 0) {
+            INFO("Groups = " << Groups);
+            std::array<std::uint32_t, 64> stored{};
+            simd::spread_byte_groups<Groups, simd::arch>(bytes.data()).store_unaligned(stored.data());
+            for (std::size_t i = 0; i < lanes; ++i) CHECK(stored[i] == bytes[i * Groups / lanes]);
+        }
+    };
+    check(std::integral_constant<int, 1>{});
+    check(std::integral_constant<int, 2>{});
+    check(std::integral_constant<int, 4>{});
+    check(std::integral_constant<int, 8>{});
+    check(std::integral_constant<int, 16>{});
+}
+
+TEST_CASE("simd::shift_left shifts every lane, bits leaving at the top", "[simd]") {
+    using batch = simd::batch<std::uint32_t>;
+    std::array<std::uint32_t, 64> stored{};
+    simd::shift_left<20>(batch(0xFFFu)).store_unaligned(stored.data());
+    for (std::size_t i = 0; i < batch::size; ++i) CHECK(stored[i] == 0xFFF00000u);
+    simd::shift_left<24>(batch(0x1FFu)).store_unaligned(stored.data());
+    for (std::size_t i = 0; i < batch::size; ++i) CHECK(stored[i] == 0xFF000000u);
+}
+
 TEST_CASE("simd::transpose_words turns rows into columns", "[simd]") {
     using batch = simd::batch<std::uint32_t>;
     constexpr std::size_t lanes = batch::size;

@@ -123,6 +123,12 @@ inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int3
     return arch_ops::shift_right<Bits>(values, Arch{});
 }
 
+/// values << Bits, lane by lane, for the same reason.
+template <int Bits, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> shift_left(const xsimd::batch<std::uint32_t, Arch>& values) noexcept {
+    return arch_ops::shift_left<Bits>(values, Arch{});
+}
+
 /// Rounds toward zero / to nearest even (std::nearbyint in the default FP mode), lane by lane.
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values) noexcept {
@@ -178,6 +184,15 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values) noexcept {
     static_assert(Groups >= 1 && xsimd::batch<float, Arch>::size % Groups == 0,
                   "spread_groups: Groups must divide the lane count");
     return arch_ops::spread_groups<Groups, Arch>(values, Arch{});
+}
+
+/// spread_groups for byte scales: lane i holds bytes[i * Groups / size], zero-extended (Groups divides
+/// the batch size). Reads exactly Groups bytes.
+template <int Groups, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes) noexcept {
+    static_assert(Groups >= 1 && xsimd::batch<std::uint32_t, Arch>::size % Groups == 0,
+                  "spread_byte_groups: Groups must divide the lane count");
+    return arch_ops::spread_byte_groups<Groups, Arch>(bytes, Arch{});
 }
 
 /// Lane-wise max / min with x86 semantics kept explicit: the result is `second` wherever the lanes

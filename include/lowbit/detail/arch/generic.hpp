@@ -63,6 +63,12 @@ inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int3
     return values >> Bits;
 }
 
+template <int Bits, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> shift_left(const xsimd::batch<std::uint32_t, Arch>& values,
+                                                    const xsimd::generic&) noexcept {
+    return values << Bits;
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values, const xsimd::generic&) noexcept {
     return xsimd::trunc(values);
@@ -92,6 +98,15 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
     alignas(64) float lanes[fbatch::size];
     for (std::size_t i = 0; i < fbatch::size; ++i) lanes[i] = values[i * Groups / fbatch::size];
     return fbatch::load_aligned(lanes);
+}
+
+/// Through memory.
+template <int Groups, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::generic&) noexcept {
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    alignas(64) std::uint32_t lanes[ubatch::size];
+    for (std::size_t i = 0; i < ubatch::size; ++i) lanes[i] = bytes[i * Groups / ubatch::size];
+    return ubatch::load_aligned(lanes);
 }
 
 template <class Arch>

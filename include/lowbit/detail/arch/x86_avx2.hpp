@@ -1,5 +1,5 @@
-// simd:: operations specific to AVX2 (and FMA3 on AVX2): the two-group scale broadcast and the 8 x 8
-// word transpose.
+// simd:: operations specific to AVX2 (and FMA3 on AVX2): the group scale spreads and the 8 x 8 word
+// transpose.
 #pragma once
 
 #include "../config.hpp"
@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include <xsimd/xsimd.hpp>
+
+#include "x86_sse2.hpp"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -35,6 +37,12 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
     constexpr int per = 8 / Groups;
     const __m256i index = _mm256_setr_epi32(0, 1 / per, 2 / per, 3 / per, 4 / per, 5 / per, 6 / per, 7 / per);
     return _mm256_permutevar8x32_ps(loaded, index);
+}
+
+/// One load of the Groups bytes, one byte shuffle and one zero extension.
+template <int Groups, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::avx2&) noexcept {
+    return _mm256_cvtepu8_epi32(_mm_shuffle_epi8(load_low_bytes<Groups>(bytes), spread_byte_index<Groups, 8>()));
 }
 
 /// 8 x 8 words in three levels, each swapping the off-diagonal blocks of size 4, 2, then 1 between rows

@@ -67,6 +67,12 @@ inline xsimd::batch<std::int32_t, Arch> shift_right(const xsimd::batch<std::int3
     return _mm512_maskz_srai_epi32(static_cast<__mmask16>(0xFFFF), values, static_cast<unsigned>(Bits));
 }
 
+template <int Bits, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> shift_left(const xsimd::batch<std::uint32_t, Arch>& values,
+                                                    const xsimd::avx512f&) noexcept {
+    return _mm512_maskz_slli_epi32(static_cast<__mmask16>(0xFFFF), values, static_cast<unsigned>(Bits));
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> trunc(const xsimd::batch<float, Arch>& values, const xsimd::avx512f&) noexcept {
     return _mm512_mask_roundscale_ps(values, static_cast<__mmask16>(0xFFFF), values,
@@ -107,6 +113,12 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
                               10 / per, 11 / per, 12 / per, 13 / per, 14 / per, 15 / per);
         return _mm512_mask_permutexvar_ps(loaded, static_cast<__mmask16>(0xFFFF), index, loaded);
     }
+}
+
+/// One load of the Groups bytes, one byte shuffle and one zero extension.
+template <int Groups, class Arch>
+inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::avx512f&) noexcept {
+    return _mm512_cvtepu8_epi32(_mm_shuffle_epi8(load_low_bytes<Groups>(bytes), spread_byte_index<Groups, 16>()));
 }
 
 template <class Arch>

@@ -4,6 +4,8 @@
 
 #include "../config.hpp"
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -35,6 +37,38 @@ inline float reduce_max(const xsimd::batch<float, Arch>& values, const xsimd::ss
 template <class Arch>
 inline float reduce_min(const xsimd::batch<float, Arch>& values, const xsimd::sse2&) noexcept {
     return fold_four(values, [](__m128 a, __m128 b) { return _mm_min_ps(a, b); });
+}
+
+/// The Count (1, 2, 4, 8 or 16) bytes at `bytes` in the low bytes of a register, the rest zero; reads
+/// exactly Count bytes.
+template <int Count>
+inline __m128i load_low_bytes(const std::uint8_t* bytes) noexcept {
+    static_assert(Count == 1 || Count == 2 || Count == 4 || Count == 8 || Count == 16,
+                  "load_low_bytes: 1, 2, 4, 8 or 16 bytes");
+    if constexpr (Count == 16) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+    } else if constexpr (Count == 8) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes, Count);
+        return _mm_cvtsi64_si128(static_cast<long long>(word));
+    } else {
+        std::uint32_t word = 0;
+        std::memcpy(&word, bytes, Count);
+        return _mm_cvtsi32_si128(static_cast<int>(word));
+    }
+}
+
+/// The pshufb index that puts byte i * Groups / Lanes in byte i < Lanes (the rest zero): each of
+/// Groups bytes repeated over Lanes / Groups consecutive bytes.
+template <int Groups, int Lanes>
+inline __m128i spread_byte_index() noexcept {
+    alignas(16) static constexpr std::array<std::uint8_t, 16> index = [] {
+        std::array<std::uint8_t, 16> bytes{};
+        for (int i = 0; i < 16; ++i)
+            bytes[static_cast<std::size_t>(i)] = i < Lanes ? static_cast<std::uint8_t>(i * Groups / Lanes) : 0x80u;
+        return bytes;
+    }();
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(index.data()));
 }
 
 /// Two saturating packs (int32 -> int16 -> uint8); exact for lanes in [0, 255].

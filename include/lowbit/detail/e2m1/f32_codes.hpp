@@ -4,15 +4,18 @@
 // elsewhere from the code's bits: magnitude index i = code & 7 is exponent e = i >> 1 and mantissa
 // m = i & 1, and twice the E2M1 value is m for e = 0 and the float with exponent field 127 + e and top
 // mantissa bit m otherwise (the bits i << 22 plus 127 << 23); the sign is bit 3, moved to bit 31.
-// x_lanes carries no factor.
+// x_lanes carries no factor. group_scales decodes a vector of scale bytes (the GEMV's, f32_gemv.hpp).
 #pragma once
 
 #include "../config.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "../../formats/minifloats.hpp"
+#include "../../formats/mxfp4.hpp"
+#include "../../formats/nvfp4.hpp"
 #include "../gemm/f32_codes.hpp"
 #include "../simd.hpp"
 
@@ -29,6 +32,30 @@ struct F32Codes<Format> {
             return value<Arch>(words);
         else
             return value<Arch>(simd::shift_right<4 * Step>(words));
+    }
+
+    /// Format::group_scale of the scale byte in each lane (the low 8 bits; the rest zero), exactly: for
+    /// nvfp4 half the E4M3 value (e4m3_value(s, -1): the 7 magnitude bits at float bits 20..26 are 2^-120
+    /// times the magnitude, restored by 2^119; NaN for 0x7F and 0xFF), for mxfp4 2^(e - 128)
+    /// (e8m0_value(e, -1): the exponent field e - 1 from e = 2 on, the subnormals 2^-127 and 2^-128,
+    /// bits (e + 1) << 21, below).
+    template <class Arch>
+    LOWBIT_ALWAYS_INLINE static xsimd::batch<float, Arch> group_scales(const xsimd::batch<std::uint32_t, Arch>& bytes) {
+        using fbatch = xsimd::batch<float, Arch>;
+        using ubatch = xsimd::batch<std::uint32_t, Arch>;
+        if constexpr (std::is_same_v<Format, Nvfp4>) {
+            const ubatch magnitude = bytes & ubatch(0x7Fu);
+            const fbatch value = simd::bit_cast<float>(simd::shift_left<20>(magnitude)) * fbatch(0x1p119f);
+            const ubatch sign = simd::shift_left<24>(bytes & ubatch(0x80u));
+            const fbatch signed_value = simd::bit_cast<float>(simd::bit_cast<std::uint32_t>(value) | sign);
+            // 240 is the magnitude 0x7F reads as (480 / 2), only it.
+            return xsimd::select(value == fbatch(240.0f), fbatch(std::numeric_limits<float>::quiet_NaN()),
+                                 signed_value);
+        } else {
+            static_assert(std::is_same_v<Format, Mxfp4>, "group_scales: the E2M1 formats are mxfp4 and nvfp4");
+            return simd::bit_cast<float>(xsimd::select(bytes >= ubatch(2u), simd::shift_left<23>(bytes - ubatch(1u)),
+                                                       simd::shift_left<21>(bytes + ubatch(1u))));
+        }
     }
 
     /// The value of the code in the low 4 bits of each lane (the higher bits are ignored).

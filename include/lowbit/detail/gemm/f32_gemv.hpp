@@ -50,6 +50,12 @@ void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
         }
 }
 
+/// Whether the format's F32Codes decodes a vector of scale bytes (group_scales).
+template <class Format, class Arch>
+concept DecodesScaleVectors = requires(xsimd::batch<std::uint32_t, Arch> bytes) {
+    F32Codes<Format>::template group_scales<Arch>(bytes);
+};
+
 /// The per-lane group scales of one chunk of W words (lane i's group is fixed within a chunk; see the
 /// top of this file).
 template <class Arch, class Format>
@@ -76,15 +82,19 @@ public:
     /// Lane i: the scale (Format::group_scale) of the group of lane i of chunk `chunk` of the row whose
     /// stored scales are scale_row: one broadcast when the chunk lies in one group; else for float
     /// scales the chunk's scales spread over their lanes (simd::spread_groups: a load and a lane
-    /// permute), for byte scales decoded and spread as a pair in registers (two groups) or broadcast
-    /// and selected group by group (more: decoded scales stored and loaded back as one vector stall on
-    /// store forwarding; benchmarks/README.md).
+    /// permute), for byte scales decoded and spread as a pair in registers (two groups), spread as bytes
+    /// and decoded as one vector for eight groups or more where the format decodes vectors
+    /// (F32Codes::group_scales) and the instruction set spreads bytes in registers (AVX2, AVX-512), else
+    /// broadcast and selected group by group (decoded scales stored and loaded back as one vector stall
+    /// on store forwarding; benchmarks/README.md).
     LOWBIT_ALWAYS_INLINE fbatch operator()(const scale_type* scale_row, Index chunk) const {
         const scale_type* s = scale_row + chunk * groups_per_chunk;
         if constexpr (groups_per_chunk == 1) {
             return fbatch(Format::group_scale(scale_row[chunk / chunks_per_group]));
         } else if constexpr (std::is_same_v<scale_type, float>) {
             return simd::spread_groups<groups_per_chunk, Arch>(s);
+        } else if constexpr (decodes_byte_vectors) {
+            return F32Codes<Format>::template group_scales<Arch>(simd::spread_byte_groups<groups_per_chunk, Arch>(s));
         } else if constexpr (groups_per_chunk == 2) {
             const float pair[2] = {Format::group_scale(s[0]), Format::group_scale(s[1])};
             return simd::spread_groups<2, Arch>(pair);
@@ -99,8 +109,18 @@ public:
     }
 
 private:
-    /// Whether the scales are byte codes spread by selects (more than two groups per chunk).
-    static constexpr bool selects = groups_per_chunk > 2 && !std::is_same_v<scale_type, float>;
+    /// Whether the instruction set spreads bytes in registers (simd::spread_byte_groups).
+    static constexpr bool spreads_bytes =
+        std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
+    /// Whether byte scales of eight or more groups per chunk are spread in registers and decoded as a
+    /// vector (above): faster than the selects there (nvfp4 on AVX-512), not at four (mxfp4 on AVX-512,
+    /// nvfp4 on AVX2; benchmarks/README.md).
+    static constexpr bool decodes_byte_vectors =
+        std::conjunction_v<std::bool_constant<groups_per_chunk >= 8>, std::bool_constant<spreads_bytes>,
+                           std::is_same<scale_type, std::uint8_t>,
+                           std::bool_constant<DecodesScaleVectors<Format, Arch>>>;
+    /// Whether the scales are byte codes spread by selects (more than two groups per chunk, otherwise).
+    static constexpr bool selects = groups_per_chunk > 2 && !std::is_same_v<scale_type, float> && !decodes_byte_vectors;
     /// lane_in_group_[j]: lanes whose group is the chunk's j-th (read only when `selects`).
     std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group_{};
 };
