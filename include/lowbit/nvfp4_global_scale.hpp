@@ -33,8 +33,10 @@ namespace detail {
 /// std::invalid_argument naming `function` unless global_scale is positive, finite and at least
 /// 2688 / FLT_MAX (so the factor is finite).
 inline float nvfp4_global_encode(const char* function, float global_scale) {
-    const float encode = 2688.0f / global_scale;
-    if (!(global_scale > 0.0f) || !std::isfinite(global_scale) || !std::isfinite(encode))
+    // Checked before dividing: 2688 / 0 is a float division by zero (UBSan's float-divide-by-zero).
+    const bool positive = global_scale > 0.0f && std::isfinite(global_scale);
+    const float encode = positive ? 2688.0f / global_scale : 0.0f;
+    if (!positive || !std::isfinite(encode))
         throw std::invalid_argument(std::string(function) + ": global_scale = " + float_text(global_scale) +
                                     " must be positive and finite, with 2688 / global_scale finite");
     return encode;
