@@ -193,6 +193,33 @@ TEST_CASE("mxfp4 codes in the f32 kernels: every code at every step is Mxfp4::va
     }
 }
 
+TEMPLATE_TEST_CASE("decode_row_scales decodes a row of E2M1 scale bytes as Format::group_scale, every length and tail",
+                   "[quantized_matmul][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
+    if constexpr (simd::enabled) {
+        constexpr std::uint32_t seed = 3501;
+        INFO("seed " << seed);
+        std::mt19937 rng(seed);
+        std::uniform_int_distribution<int> byte(0, 255);
+        constexpr Eigen::Index W = static_cast<Eigen::Index>(xsimd::batch<float, simd::arch>::size);
+        for (Eigen::Index groups = 0; groups <= 4 * W + 3; ++groups) {
+            INFO("groups " << groups);
+            std::vector<std::uint8_t> bytes(static_cast<std::size_t>(groups));
+            for (auto& b : bytes) b = static_cast<std::uint8_t>(byte(rng));
+            // One float past the end, which must stay untouched.
+            std::vector<float> decoded(static_cast<std::size_t>(groups) + 1, 1234.5f);
+            kernels::decode_row_scales<simd::arch, TestType>(bytes.data(), groups, decoded.data());
+            for (std::size_t g = 0; g < bytes.size(); ++g) {
+                const float expected = TestType::group_scale(bytes[g]);
+                if (std::isnan(expected))
+                    CHECK(std::isnan(decoded[g]));
+                else
+                    CHECK(std::bit_cast<std::uint32_t>(decoded[g]) == std::bit_cast<std::uint32_t>(expected));
+            }
+            CHECK(decoded.back() == 1234.5f);
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("E2M1 formats' scale bytes in the f32 GEMV: every byte decodes to Format::group_scale",
                    "[quantized_matmul][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
     if constexpr (simd::enabled) {

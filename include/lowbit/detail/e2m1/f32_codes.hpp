@@ -53,8 +53,11 @@ struct F32Codes<Format> {
                                  signed_value);
         } else {
             static_assert(std::is_same_v<Format, Mxfp4>, "group_scales: the E2M1 formats are mxfp4 and nvfp4");
-            return simd::bit_cast<float>(xsimd::select(bytes >= ubatch(2u), simd::shift_left<23>(bytes - ubatch(1u)),
-                                                       simd::shift_left<21>(bytes + ubatch(1u))));
+            // Selected as floats: xsimd 8.1's select on 32-bit integer batches does not compile for AVX-512BW.
+            const fbatch normal = simd::bit_cast<float>(simd::shift_left<23>(bytes - ubatch(1u)));
+            const fbatch subnormal = simd::bit_cast<float>(simd::shift_left<21>(bytes + ubatch(1u)));
+            return xsimd::select(xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(bytes)) >= fbatch(2.0f), normal,
+                                 subnormal);
         }
     }
 

@@ -3,9 +3,9 @@
 // as they are (4-bit codes, S = 2 steps per byte) and one parameter slot per group, the group's scale
 // as a float (Format::group_scale: 2^(e - 128) for mxfp4, half the E4M3 scale for nvfp4). The dot
 // multiplies unsigned bytes, so the microkernel decodes each code through a 16-byte table to
-// u = Format::value(code) + 12, in [0, 24]; the epilogue takes 12 times the group's sum of activation
-// codes back off, which leaves the reference's isum exactly:
-//   isum = sum_k u_k xq_k - 12 sum_k xq_k   (int32: |sum u xq| <= 24 * 127 * 32)
+// u = Format::value(code) + 12, in [0, 24]; the int32 sums of a group start at -12 times the group's
+// sum of activation codes (group_start), which leaves the reference's isum exactly:
+//   isum = -12 sum_k xq_k + sum_k u_k xq_k   (int32: every partial sum within 24 * 127 * 32)
 //   total = fma(fl(s * a), float(isum), total)   per group, in group order (N11, no bias term).
 #pragma once
 
@@ -31,7 +31,7 @@ LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 /// The E2M1 epilogue (the contract in gemm/int8_ukernel.hpp): one parameter slot (the group scale),
-/// codes decoded through code_table, the offset removed with the row's code sums.
+/// codes decoded through code_table, the offset removed by starting the sums at it (group_start).
 struct E2m1Int8Epilogue : TotalsAreOutputs {
     static constexpr int param_slots = 1;
     static constexpr bool integer_total = false;
@@ -44,21 +44,24 @@ struct E2m1Int8Epilogue : TotalsAreOutputs {
     }();
     static_assert(code_table[7] == 24 && code_table[15] == 0, "E2m1Int8Epilogue: u in [0, 24], exact in the dot");
 
+    /// -offset times row m's sum of activation codes in group g (of an MR-row block), in every lane.
+    template <class Ops, int MR>
+    LOWBIT_ALWAYS_INLINE static typename Ops::vec group_start(const Int8BlockData& rows, Eigen::Index g, int m) {
+        return Ops::set1(-offset * rows.code_sums[g * MR + m]);
+    }
+
     template <class Ops, int MR, int NJ>
     LOWBIT_ALWAYS_INLINE static void group(const Int8BlockData& rows, Eigen::Index g, const float* params,
                                            const typename Ops::vec (&acc)[MR][NJ], typename Ops::fvec (&total)[MR][NJ],
                                            typename Ops::vec (&)[MR][NJ]) {
         using fvec = typename Ops::fvec;
-        using vec = typename Ops::vec;
         constexpr int L = Ops::lanes;
         fvec s[NJ];
         static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { s[j] = Ops::fload(params + j * L); });
         static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
             const fvec scale = Ops::fbroadcast(rows.a[g * MR + m]);
-            const vec removed = Ops::set1(offset * rows.code_sums[g * MR + m]);
             static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE {
-                total[m][j] =
-                    Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(Ops::sub(acc[m][j], removed)), total[m][j]);
+                total[m][j] = Ops::fmadd(Ops::fmul(s[j], scale), Ops::to_float(acc[m][j]), total[m][j]);
             });
         });
     }

@@ -6,17 +6,45 @@
 //                          (affine's codes masked in place); 1 otherwise;
 //   step<Arch, t>(words)   code t of each lane's 32-bit word (bits t*Bits ..) as its value, times
 //                          1 / x_lanes_scale(t);
-//   value<Arch>(codes)     the value of each lane's code (codes < 2^Bits).
+//   value<Arch>(codes)     the value of each lane's code (codes < 2^Bits);
+// and, for byte scales, optionally
+//   group_scales<Arch>(b)  Format::group_scale of the byte in each lane (the rest of the lane zero).
 // The value is Format::value (the group scale and bias are applied by the kernels), exactly.
+// decode_row_scales (below) decodes a row's scale bytes through group_scales, W at a time.
 #pragma once
 
 #include "../config.hpp"
+
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "../simd.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
 template <class Format>
 struct F32Codes;
+
+/// Whether the format's F32Codes decodes a vector of scale bytes (group_scales).
+template <class Format, class Arch>
+concept DecodesScaleVectors = requires(xsimd::batch<std::uint32_t, Arch> bytes) {
+    F32Codes<Format>::template group_scales<Arch>(bytes);
+};
+
+/// out[g] = Format::group_scale(scales[g]) for g < groups, W groups at a time through
+/// F32Codes::group_scales, exactly.
+template <class Arch, class Format>
+requires DecodesScaleVectors<Format, Arch>
+void decode_row_scales(const std::uint8_t* scales, Eigen::Index groups, float* out) {
+    constexpr Eigen::Index W = static_cast<Eigen::Index>(xsimd::batch<float, Arch>::size);
+    Eigen::Index g = 0;
+    for (; g + W <= groups; g += W)
+        F32Codes<Format>::template group_scales<Arch>(simd::spread_byte_groups<W, Arch>(scales + g))
+            .store_unaligned(out + g);
+    for (; g < groups; ++g) out[g] = Format::group_scale(scales[g]);
+}
 
 }  // namespace detail::kernels
 LOWBIT_END_NAMESPACE

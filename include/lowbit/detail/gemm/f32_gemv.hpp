@@ -9,8 +9,9 @@
 // x * 2^-(t*Bits) instead, which is exact (a power of two) unless x is below 2^-96 in magnitude, and
 // saves the shift. Rows are taken one at a time (one sequential stream of codes), four chunks in
 // flight. A lane's group is fixed within a chunk, so s (Format::group_scale) is applied per lane once
-// per chunk. Per group: s * sum(x q) (+ b * sum(x) with biases), f32 accumulation; no integer
-// accumulation.
+// per chunk; byte scales that decode as vectors (F32Codes::group_scales) are decoded a row at a time
+// first (decode_row_scales) and read as floats. Per group: s * sum(x q) (+ b * sum(x) with biases), f32 accumulation;
+// no integer accumulation.
 #pragma once
 
 #include "../config.hpp"
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -50,19 +52,14 @@ void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
         }
 }
 
-/// Whether the format's F32Codes decodes a vector of scale bytes (group_scales).
-template <class Format, class Arch>
-concept DecodesScaleVectors = requires(xsimd::batch<std::uint32_t, Arch> bytes) {
-    F32Codes<Format>::template group_scales<Arch>(bytes);
-};
-
 /// The per-lane group scales of one chunk of W words (lane i's group is fixed within a chunk; see the
-/// top of this file).
-template <class Arch, class Format>
+/// top of this file), read from the stored scales (Scale = Format::scale_type) or from scales already
+/// decoded to Format::group_scale (Scale = float: decode_row_scales).
+template <class Arch, class Format, class Scale = typename Format::scale_type>
 class ChunkScales {
 public:
     using fbatch = xsimd::batch<float, Arch>;
-    using scale_type = typename Format::scale_type;
+    using scale_type = Scale;
     static constexpr int W = static_cast<int>(fbatch::size);
     static constexpr int words_per_group = Format::words_per_group;
     // A chunk of W words spans whole groups (W <= words_per_group) or holds several (W > words_per_group).
@@ -90,35 +87,41 @@ public:
     LOWBIT_ALWAYS_INLINE fbatch operator()(const scale_type* scale_row, Index chunk) const {
         const scale_type* s = scale_row + chunk * groups_per_chunk;
         if constexpr (groups_per_chunk == 1) {
-            return fbatch(Format::group_scale(scale_row[chunk / chunks_per_group]));
+            return fbatch(group_scale(scale_row[chunk / chunks_per_group]));
         } else if constexpr (std::is_same_v<scale_type, float>) {
             return simd::spread_groups<groups_per_chunk, Arch>(s);
         } else if constexpr (decodes_byte_vectors) {
             return F32Codes<Format>::template group_scales<Arch>(simd::spread_byte_groups<groups_per_chunk, Arch>(s));
         } else if constexpr (groups_per_chunk == 2) {
-            const float pair[2] = {Format::group_scale(s[0]), Format::group_scale(s[1])};
+            const float pair[2] = {group_scale(s[0]), group_scale(s[1])};
             return simd::spread_groups<2, Arch>(pair);
         } else {
-            fbatch scales(Format::group_scale(s[0]));
+            fbatch scales(group_scale(s[0]));
             static_for<groups_per_chunk - 1>([&](auto j) {
                 constexpr int group = decltype(j)::value + 1;
-                scales = xsimd::select(lane_in_group_[group], fbatch(Format::group_scale(s[group])), scales);
+                scales = xsimd::select(lane_in_group_[group], fbatch(group_scale(s[group])), scales);
             });
             return scales;
         }
     }
 
 private:
+    LOWBIT_ALWAYS_INLINE static float group_scale(scale_type stored) {
+        if constexpr (std::is_same_v<scale_type, typename Format::scale_type>)
+            return Format::group_scale(stored);
+        else
+            return stored;
+    }
+
     /// Whether the instruction set spreads bytes in registers (simd::spread_byte_groups).
     static constexpr bool spreads_bytes =
         std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
+    static constexpr bool byte_scales = std::is_same_v<scale_type, std::uint8_t>;
     /// Whether byte scales of eight or more groups per chunk are spread in registers and decoded as a
     /// vector (above): faster than the selects there (nvfp4 on AVX-512), not at four (mxfp4 on AVX-512,
-    /// nvfp4 on AVX2; benchmarks/README.md).
+    /// nvfp4 on AVX2; benchmarks/README.md). The batch GEMV's case: the GEMV decodes whole rows first.
     static constexpr bool decodes_byte_vectors =
-        std::conjunction_v<std::bool_constant<groups_per_chunk >= 8>, std::bool_constant<spreads_bytes>,
-                           std::is_same<scale_type, std::uint8_t>,
-                           std::bool_constant<DecodesScaleVectors<Format, Arch>>>;
+        groups_per_chunk >= 8 && spreads_bytes && byte_scales && DecodesScaleVectors<Format, Arch>;
     /// Whether the scales are byte codes spread by selects (more than two groups per chunk, otherwise).
     static constexpr bool selects = groups_per_chunk > 2 && !std::is_same_v<scale_type, float> && !decodes_byte_vectors;
     /// lane_in_group_[j]: lanes whose group is the chunk's j-th (read only when `selects`).
@@ -176,7 +179,12 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float*
     constexpr int codes_per_word = 32 / Bits;
 
     const Index chunks = (q.cols() * Bits / 32) / W;
-    const ChunkScales<Arch, Format> lane_scales;
+    // Byte scales that decode as vectors are decoded a row at a time (a vector per W groups) and read
+    // as floats, which costs fewer instructions per chunk than decoding each chunk's scales.
+    constexpr bool decodes_rows = DecodesScaleVectors<Format, Arch>;
+    using lane_scale_type = std::conditional_t<decodes_rows, float, typename Format::scale_type>;
+    const ChunkScales<Arch, Format, lane_scale_type> lane_scales;
+    std::vector<float> decoded_scales(decodes_rows ? static_cast<std::size_t>(q.groups_per_row()) : 0);
 
     // One output row at a time, so the packed codes are read as one sequential stream (interleaving
     // rows to share x loads made DRAM serve several short streams at once, which it does slower:
@@ -191,7 +199,13 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float*
     constexpr Index prefetch_rows = 2;
     auto row_dot = [&](Index n) {
         const std::uint32_t* codes = &q.codes(n, 0);
-        const auto* scales = &q.scales(n, 0);
+        const lane_scale_type* scales;
+        if constexpr (decodes_rows) {
+            decode_row_scales<Arch, Format>(&q.scales(n, 0), q.groups_per_row(), decoded_scales.data());
+            scales = decoded_scales.data();
+        } else {
+            scales = &q.scales(n, 0);
+        }
         const std::uint32_t* ahead = n + prefetch_rows < n_end ? &q.codes(n + prefetch_rows, 0) : nullptr;
         std::array<fbatch, chunk_block> total;
         total.fill(fbatch(0.0f));

@@ -91,20 +91,25 @@ void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* 
 ///   scales_t, biases_t: the tile's scales and biases turned into rows of NC columns,
 ///     scales_t[g * NC + c] = scale of group g in column n0 + c (zero from column nc on), all groups;
 ///   words_t (panel_transposes_words): one panel block's code words turned into columns,
-///     words_t[w * NR + j] = word w of the slice in column j (zero from column nc on).
+///     words_t[w * NR + j] = word w of the slice in column j (zero from column nc on);
+///   decoded (byte scales that decode as vectors): the tile's scales decoded row by row before they are
+///     turned, decoded[c * groups + g] = scale of group g in column n0 + c.
 template <class Arch, class Format>
 struct PanelScratch {
     template <class T>
     using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, Arch::alignment()>>;
     static constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
     static constexpr int words_per_group = Format::words_per_group;
+    static constexpr bool decodes_scale_rows = DecodesScaleVectors<Format, Arch>;
 
     PanelScratch(Index groups, Index slice_groups)
         : scales_t(static_cast<std::size_t>(groups * NC)),
           biases_t(static_cast<std::size_t>(groups * NC)),
-          words_t(panel_transposes_words<Format> ? static_cast<std::size_t>(slice_groups * words_per_group * NR) : 0) {}
+          words_t(panel_transposes_words<Format> ? static_cast<std::size_t>(slice_groups * words_per_group * NR) : 0),
+          decoded(decodes_scale_rows ? static_cast<std::size_t>(groups * NC) : 0) {}
     aligned_vector<float> scales_t, biases_t;
     aligned_vector<std::uint32_t> words_t;
+    aligned_vector<float> decoded;
 };
 
 /// Fills scratch.scales_t and biases_t for the tile of columns [n0, n0 + nc), nc <= NC (once per tile:
@@ -115,6 +120,10 @@ void gather_tile_scales(const QuantizedView<Format>& q, Index n0, Index nc, Pane
     const Index groups = q.scales.cols();
     if constexpr (std::is_same_v<typename Format::scale_type, float>) {
         transpose_block<Arch>(&q.scales(n0, 0), groups, nc, groups, scratch.scales_t.data(), NC, 0);
+    } else if constexpr (PanelScratch<Arch, Format>::decodes_scale_rows) {  // decoded as vectors, then turned
+        for (Index c = 0; c < nc; ++c)
+            decode_row_scales<Arch, Format>(&q.scales(n0 + c, 0), groups, scratch.decoded.data() + c * groups);
+        transpose_block<Arch>(scratch.decoded.data(), groups, nc, groups, scratch.scales_t.data(), NC, 0);
     } else {  // stored scales decoded (Format::group_scale) once per tile
         for (Index c = 0; c < nc; ++c)
             for (Index g = 0; g < groups; ++g)

@@ -16,6 +16,7 @@
 #include "../config.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -61,6 +62,14 @@ struct Int8TileShape {
 /// Whether Epilogue decodes the panel's codes through its 16-entry code_table before the dot.
 template <class Epilogue>
 concept DecodesCodes = requires { Epilogue::code_table; };
+
+/// Whether Epilogue starts row m's int32 sums of group g at group_start<Ops, MR>(rows, g, m) (the same for
+/// every column) instead of zero: an offset taken off in the sums themselves costs no instruction in
+/// group() (the start is copied into the accumulators where they would be zeroed).
+template <class Epilogue, class Ops>
+concept StartsGroupSums = requires(const Int8BlockData& rows) {
+    { Epilogue::template group_start<Ops, 1>(rows, Eigen::Index{0}, 0) } -> std::same_as<typename Ops::vec>;
+};
 
 /// Prefetches the cache line `Bytes` past `address` into L2 (a hint: it never faults, and an address
 /// past the end of the panels is computed as an integer, not as a pointer into them).
@@ -119,7 +128,10 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
             const std::uint32_t* record = panel + p * apart + g * record_units;
             vec acc[MR][NJ];
             static_for<MR>([&](auto m) LOWBIT_ALWAYS_INLINE {
-                static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { acc[m][j] = Ops::zero(); });
+                vec start = Ops::zero();
+                if constexpr (StartsGroupSums<Epilogue, Ops>)
+                    start = Epilogue::template group_start<Ops, MR>(rows, g, m);
+                static_for<NJ>([&](auto j) LOWBIT_ALWAYS_INLINE { acc[m][j] = start; });
             });
             // The record's floats, stored bit for bit in its 32-bit units (Ops::fload may alias them).
             const float* params = reinterpret_cast<const float*>(record + layout::param_offset(NR, 0));
