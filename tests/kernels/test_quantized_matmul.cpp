@@ -193,8 +193,8 @@ TEST_CASE("mxfp4 codes in the f32 kernels: every code at every step is Mxfp4::va
     }
 }
 
-TEMPLATE_TEST_CASE("decode_row_scales decodes a row of E2M1 scale bytes as Format::group_scale, every length and tail",
-                   "[quantized_matmul][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
+TEMPLATE_TEST_CASE("decode_row_scales decodes a row of scale bytes as Format::group_scale, every length and tail",
+                   "[quantized_matmul][mxfp4][nvfp4][mxfp8]", lowbit::Mxfp4, lowbit::Nvfp4, lowbit::Mxfp8) {
     if constexpr (simd::enabled) {
         constexpr std::uint32_t seed = 3501;
         INFO("seed " << seed);
@@ -220,8 +220,8 @@ TEMPLATE_TEST_CASE("decode_row_scales decodes a row of E2M1 scale bytes as Forma
     }
 }
 
-TEMPLATE_TEST_CASE("E2M1 formats' scale bytes in the f32 GEMV: every byte decodes to Format::group_scale",
-                   "[quantized_matmul][mxfp4][nvfp4]", lowbit::Mxfp4, lowbit::Nvfp4) {
+TEMPLATE_TEST_CASE("Byte scales in the f32 kernels: every byte decodes to Format::group_scale (group_scales)",
+                   "[quantized_matmul][mxfp4][nvfp4][mxfp8]", lowbit::Mxfp4, lowbit::Nvfp4, lowbit::Mxfp8) {
     if constexpr (simd::enabled) {
         using Codes = kernels::F32Codes<TestType>;
         using ubatch = xsimd::batch<std::uint32_t, simd::arch>;

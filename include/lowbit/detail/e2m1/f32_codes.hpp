@@ -37,8 +37,7 @@ struct F32Codes<Format> {
     /// Format::group_scale of the scale byte in each lane (the low 8 bits; the rest zero), exactly: for
     /// nvfp4 half the E4M3 value (e4m3_value(s, -1): the 7 magnitude bits at float bits 20..26 are 2^-120
     /// times the magnitude, restored by 2^119; NaN for 0x7F and 0xFF), for mxfp4 2^(e - 128)
-    /// (e8m0_value(e, -1): the exponent field e - 1 from e = 2 on, the subnormals 2^-127 and 2^-128,
-    /// bits (e + 1) << 21, below).
+    /// (e8m0_values<-1>).
     template <class Arch>
     LOWBIT_ALWAYS_INLINE static xsimd::batch<float, Arch> group_scales(const xsimd::batch<std::uint32_t, Arch>& bytes) {
         using fbatch = xsimd::batch<float, Arch>;
@@ -53,11 +52,7 @@ struct F32Codes<Format> {
                                  signed_value);
         } else {
             static_assert(std::is_same_v<Format, Mxfp4>, "group_scales: the E2M1 formats are mxfp4 and nvfp4");
-            // Selected as floats: xsimd 8.1's select on 32-bit integer batches does not compile for AVX-512BW.
-            const fbatch normal = simd::bit_cast<float>(simd::shift_left<23>(bytes - ubatch(1u)));
-            const fbatch subnormal = simd::bit_cast<float>(simd::shift_left<21>(bytes + ubatch(1u)));
-            return xsimd::select(xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(bytes)) >= fbatch(2.0f), normal,
-                                 subnormal);
+            return e8m0_values<-1, Arch>(bytes);
         }
     }
 

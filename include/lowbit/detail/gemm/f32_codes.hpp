@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 
+#include <bit>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -32,6 +33,26 @@ template <class Format, class Arch>
 concept DecodesScaleVectors = requires(xsimd::batch<std::uint32_t, Arch> bytes) {
     F32Codes<Format>::template group_scales<Arch>(bytes);
 };
+
+/// e8m0_value(e, Shift) of the byte e in each lane (the rest of the lane zero), exactly, for
+/// Shift in [-22, 0]: the float whose exponent field is e + Shift where that is at least 1, else the
+/// subnormal with the single bit 22 + e + Shift (the shift count masked to the subnormal bytes' range,
+/// so that it stays below 32 in every lane). Selected as floats: xsimd 8.1's select on 32-bit integer
+/// batches does not compile for AVX-512BW.
+template <int Shift, class Arch>
+LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> e8m0_values(const xsimd::batch<std::uint32_t, Arch>& bytes) {
+    static_assert(Shift >= -22 && Shift <= 0, "e8m0_values: Shift in [-22, 0]");
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    // The bytes with a subnormal value are e < 1 - Shift; the mask keeps their counts and bounds the rest.
+    constexpr std::uint32_t subnormal_mask = (1u << std::bit_width(static_cast<unsigned>(-Shift))) - 1u;
+    static_assert(subnormal_mask + 22 + Shift < 32, "e8m0_values: shift counts below 32");
+    const fbatch normal = simd::bit_cast<float>((bytes + ubatch(static_cast<std::uint32_t>(Shift))) << 23);
+    const fbatch subnormal = simd::bit_cast<float>(
+        ubatch(1u) << ((bytes & ubatch(subnormal_mask)) + ubatch(static_cast<std::uint32_t>(22 + Shift))));
+    return xsimd::select(xsimd::batch_cast<float>(simd::bit_cast<std::int32_t>(bytes)) >= fbatch(1.0f - Shift), normal,
+                         subnormal);
+}
 
 /// out[g] = Format::group_scale(scales[g]) for g < groups, W groups at a time through
 /// F32Codes::group_scales, exactly.

@@ -38,6 +38,12 @@ struct F32Codes<Mxfp8> {
         return e4m3<Arch>(codes << 24) * xsimd::batch<float, Arch>(512.0f);
     }
 
+    /// Mxfp8::group_scale, 2^(e - 136), of the scale byte in each lane (the rest zero), exactly.
+    template <class Arch>
+    LOWBIT_ALWAYS_INLINE static xsimd::batch<float, Arch> group_scales(const xsimd::batch<std::uint32_t, Arch>& bytes) {
+        return e8m0_values<-9, Arch>(bytes);
+    }
+
 private:
     /// The E4M3 value of the code in bits 24..31 of each lane (the lower bits are ignored).
     template <class Arch>
