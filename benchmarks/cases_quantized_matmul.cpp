@@ -15,7 +15,8 @@
 // For M = 1 there are two cases: the cache-warm one reuses one weight (4-bit 4096x4096 is 10 MiB, which
 // stays in L3) and the memory-bound one ("dram") rotates over copies totalling at least 256 MiB, so every
 // repetition streams its weights from memory; its bandwidth fraction is against "bandwidth read dram".
-// Bytes counted: packed codes + per-group parameters + x + out.
+// Bytes counted: packed codes + per-group parameters + x + out. The "... lowbit dx" rows (q4 g64) time
+// the backward's transposed product quantized_matmul_dx at the same shapes, against the forward row.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -171,6 +172,19 @@ void add_matmul_cases(Registry& registry, int threads) {
             return [layer, x] { keep(layer->forward(*x, Activations::int8).data()); };
         };
         registry.add(int8);
+
+        if constexpr (std::is_same_v<Format, MlxAffine<64, 4>>) {
+            // The transposed product of the backward (dx = dy * dequantize(q)), against the forward.
+            Case dx = c;
+            dx.name = c.name + " dx";
+            dx.baseline = c.name;
+            dx.prepare = [shape]() -> Runner {
+                auto q = std::make_shared<QuantizedMatrixOf<Format>>(random_quantized<Format>(shape.n, shape.k));
+                auto dy = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.n));
+                return [q, dy] { keep(quantized_matmul_dx(*dy, *q).data()); };
+            };
+            registry.add(dx);
+        }
 
         if (shape.m != 1 || !headline_format<Format>) continue;
         // The memory-bound GEMV of both paths; the int8 one against the exact one of the same kind.

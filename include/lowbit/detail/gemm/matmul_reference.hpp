@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -47,6 +48,33 @@ void quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M, con
             }
             out[m * out_stride + n] = total;
         }
+    }
+}
+
+/// dx[m * dx_stride + k] = (dy * dequantize(q))[m, k] for m < M, k < q.cols(); dy[m * dy_stride + n] for
+/// n < q.rows(): per element sum_n fl(dy * s) * q in n order, plus sum_n dy * b in n order (N20).
+template <class Format>
+void quantized_matmul_dx(const float* dy, Eigen::Index dy_stride, Eigen::Index M, const QuantizedView<Format>& q,
+                         float* dx, Eigen::Index dx_stride) {
+    constexpr int GroupSize = Format::group_size;
+    const Eigen::Index N = q.rows(), K = q.cols();
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
+    std::vector<float> scaled(static_cast<std::size_t>(K)), biased(static_cast<std::size_t>(K));
+    for (Eigen::Index m = 0; m < M; ++m) {
+        std::fill(scaled.begin(), scaled.end(), 0.0f);
+        std::fill(biased.begin(), biased.end(), 0.0f);
+        for (Eigen::Index n = 0; n < N; ++n) {
+            unpack_codes<Format::bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
+            const float d = dy[m * dy_stride + n];
+            for (Eigen::Index k = 0; k < K; ++k) {
+                const Eigen::Index g = k / GroupSize;
+                scaled[static_cast<std::size_t>(k)] +=
+                    (d * Format::group_scale(q.scales(n, g))) * Format::value(codes[static_cast<std::size_t>(k)]);
+                if constexpr (Format::has_biases) biased[static_cast<std::size_t>(k)] += d * q.biases(n, g);
+            }
+        }
+        for (Eigen::Index k = 0; k < K; ++k)
+            dx[m * dx_stride + k] = scaled[static_cast<std::size_t>(k)] + biased[static_cast<std::size_t>(k)];
     }
 }
 
