@@ -1,0 +1,134 @@
+// QatLinearOf<Format>: a quantization-aware training layer that trains in exactly the format it deploys.
+#pragma once
+
+#include "detail/config.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "detail/checks.hpp"
+#include "matrix_types.hpp"
+#include "quantized_backward.hpp"
+#include "quantized_linear.hpp"
+#include "quantized_matrix.hpp"
+
+LOWBIT_BEGIN_NAMESPACE
+
+/// A linear layer y = x * fq(weight)^T + bias trained with its weight fake-quantized in Format
+/// (formats/: MLX affine, mxfp4, nvfp4, mxfp8): float master weights [out, in] and an optional float
+/// bias [out]. forward(x) quantizes the weights (quantize<Format>, GroupFakeQuantizeOf's rule) and runs
+/// the deployed layer's own product on the packed codes, so deploy() returns the QuantizedLinearOf<Format>
+/// whose forward is the training forward bit for bit. backward(x, dy) passes the gradient straight
+/// through the quantization to the master weights (no mask: every group's grid spans the group, see
+/// GroupFakeQuantizeOf), and computes dx on the packed codes of the last forward (quantized_matmul_dx).
+template <class Format>
+class QatLinearOf {
+public:
+    using format = Format;
+    using Deployed = QuantizedLinearOf<Format>;
+
+    /// The gradients of one backward: with respect to x [M, in], the master weight [out, in] and the
+    /// bias [out] (absent without a bias).
+    struct Grads {
+        RowMatrixXf input;
+        RowMatrixXf weight;
+        std::optional<Eigen::VectorXf> bias;
+    };
+
+    /// Weights drawn as QuantizedLinearOf's (U(-1/sqrt(in), 1/sqrt(in)) by std::mt19937_64(seed), row-major
+    /// order), kept in float; bias zero when requested. Throws std::invalid_argument for a non-positive
+    /// size or input_dims % group size != 0.
+    QatLinearOf(int input_dims, int output_dims, bool bias = true, std::uint64_t seed = 0) {
+        if (input_dims <= 0 || output_dims <= 0)
+            throw std::invalid_argument("lowbit::QatLinear: input_dims = " + std::to_string(input_dims) +
+                                        " and output_dims = " + std::to_string(output_dims) + " must be positive");
+        check_input_dims(input_dims);
+        const float limit = 1.0f / std::sqrt(static_cast<float>(input_dims));
+        std::mt19937_64 generator(seed);
+        std::uniform_real_distribution<float> uniform(-limit, limit);
+        weight_.resize(output_dims, input_dims);
+        for (Eigen::Index r = 0; r < weight_.rows(); ++r)
+            for (Eigen::Index c = 0; c < weight_.cols(); ++c) weight_(r, c) = uniform(generator);
+        if (bias) bias_ = Eigen::VectorXf::Zero(output_dims);
+    }
+
+    /// From a float layer (its weight and bias become the master copies). Throws std::invalid_argument
+    /// for in % group size != 0 or a bias of the wrong size.
+    explicit QatLinearOf(const Linear& linear) : weight_(linear.weight), bias_(linear.bias) {
+        check_input_dims(weight_.cols());
+        if (bias_ && bias_->size() != weight_.rows())
+            throw std::invalid_argument("lowbit::QatLinear: bias has " + std::to_string(bias_->size()) +
+                                        " values for " + std::to_string(weight_.rows()) + " outputs");
+    }
+
+    /// x [M, in] (any float dense expression) -> [M, out], with the weights as they are now quantized
+    /// (kept for backward). Throws std::invalid_argument unless x.cols() == in, and quantize<Format>'s
+    /// errors for the weights (NaN or Inf, a group out of the format's range).
+    template <class Derived>
+    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x) {
+        static_assert(std::is_same_v<typename Derived::Scalar, float>, "lowbit::QatLinear::forward takes a float x");
+        quantized_ = quantize<Format>(weight_);
+        // QuantizedLinearOf::forward's own steps, on the same quantized weights.
+        RowMatrixXf out =
+            detail::quantized_matmul_named<Activations::f32>("lowbit::QatLinear::forward", x, *quantized_);
+        if (bias_) out.rowwise() += bias_->transpose();
+        return out;
+    }
+
+    /// The gradients for x [M, in] and dy [M, out], the gradient of forward(x)'s result: dx on the
+    /// packed codes of the last forward (the weights quantized now if no forward ran), d weight = dy^T x
+    /// (straight through), d bias = the column sums of dy. Changes nothing in the layer. Throws
+    /// std::invalid_argument for x or dy of the wrong shape.
+    template <class DerivedX, class DerivedDy>
+    Grads backward(const Eigen::MatrixBase<DerivedX>& x, const Eigen::MatrixBase<DerivedDy>& dy) const {
+        constexpr const char* function = "lowbit::QatLinear::backward";
+        if (x.cols() != weight_.cols() || dy.cols() != weight_.rows() || x.rows() != dy.rows())
+            throw std::invalid_argument(std::string(function) + ": x is " + detail::shape_text(x.rows(), x.cols()) +
+                                        " and dy is " + detail::shape_text(dy.rows(), dy.cols()) + " for a layer [" +
+                                        std::to_string(weight_.rows()) + ", " + std::to_string(weight_.cols()) +
+                                        "] (x must be [M, in] and dy [M, out])");
+        Grads grads;
+        const RowMatrixXf dy_rows = dy;
+        grads.input = quantized_ ? quantized_matmul_dx(dy_rows, *quantized_)
+                                 : quantized_matmul_dx(dy_rows, quantize<Format>(weight_));
+        grads.weight.noalias() = dy_rows.transpose() * x;
+        if (bias_) grads.bias = dy_rows.colwise().sum().transpose();
+        return grads;
+    }
+
+    /// The deployed layer: the weights quantized in Format now, the bias copied. Its forward equals
+    /// this layer's forward bit for bit.
+    Deployed deploy() const { return Deployed(quantize<Format>(weight_), bias_); }
+
+    RowMatrixXf& weight() noexcept { return weight_; }
+    const RowMatrixXf& weight() const noexcept { return weight_; }
+    std::optional<Eigen::VectorXf>& bias() noexcept { return bias_; }
+    const std::optional<Eigen::VectorXf>& bias() const noexcept { return bias_; }
+    Eigen::Index input_dims() const noexcept { return weight_.cols(); }
+    Eigen::Index output_dims() const noexcept { return weight_.rows(); }
+
+private:
+    static void check_input_dims(Eigen::Index input_dims) {
+        if (input_dims % Format::group_size != 0)
+            throw std::invalid_argument("lowbit::QatLinear: in = " + std::to_string(input_dims) +
+                                        " is not a multiple of the group size " + std::to_string(Format::group_size));
+    }
+
+    RowMatrixXf weight_;
+    std::optional<Eigen::VectorXf> bias_;
+    std::optional<QuantizedMatrixOf<Format>> quantized_;  // the weights of the last forward
+};
+
+/// QatLinearOf the MLX affine format <GroupSize, Bits>.
+template <int GroupSize = 64, int Bits = 4>
+using QatLinear = QatLinearOf<MlxAffine<GroupSize, Bits>>;
+
+LOWBIT_END_NAMESPACE
