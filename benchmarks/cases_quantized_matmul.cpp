@@ -178,6 +178,7 @@ void add_matmul_cases(Registry& registry, int threads) {
             Case dx = c;
             dx.name = c.name + " dx";
             dx.baseline = c.name;
+            dx.slow = c.slow || shape.m != 1;  // --quick keeps the GEMV's
             dx.prepare = [shape]() -> Runner {
                 auto q = std::make_shared<QuantizedMatrixOf<Format>>(random_quantized<Format>(shape.n, shape.k));
                 auto dy = std::make_shared<RowMatrixXf>(RowMatrixXf::Random(shape.m, shape.n));

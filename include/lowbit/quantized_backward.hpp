@@ -14,7 +14,7 @@
 #include <Eigen/Core>
 
 #include "detail/checks.hpp"
-#include "detail/gemm/f32_dx.hpp"
+#include "detail/dispatch/formats.hpp"
 #include "detail/mlx_affine/packing_reference.hpp"
 #include "matrix_types.hpp"
 #include "quantized_linear.hpp"
@@ -40,7 +40,8 @@ RowMatrixXf quantized_matmul_dx(const Eigen::MatrixBase<Derived>& dy, const Quan
                                     " (dy's last dimension must be " + std::to_string(q.rows()) + ")");
     RowMatrixXf dx(grad.rows(), q.cols());
     if (grad.rows() == 0) return dx;
-    detail::quantized_matmul_dx(grad.data(), grad.outerStride(), grad.rows(), q.view(), dx.data(), dx.cols());
+    detail::FormatKernels<Format>::matmul_dx(grad.data(), grad.outerStride(), grad.rows(), q.view(), dx.data(),
+                                             dx.cols());
     return dx;
 }
 

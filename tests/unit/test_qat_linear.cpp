@@ -39,8 +39,11 @@ TEMPLATE_LIST_TEST_CASE("QatLinear: forward equals deploy().forward bit for bit,
         }
 }
 
-TEMPLATE_LIST_TEST_CASE("QatLinear::backward: straight-through weight and bias gradients, dx on the packed codes",
-                        "[qat_linear]", lowbit::QuantizedFormats) {
+// The backward is format-generic glue over quantized_matmul_dx (tested for every format in
+// tests/kernels/test_matmul_backward.cpp): one format of each kernel family.
+TEMPLATE_TEST_CASE("QatLinear::backward: straight-through weight and bias gradients, dx on the packed codes",
+                   "[qat_linear]", (lowbit::MlxAffine<64, 4>), (lowbit::MlxAffine<32, 3>), lowbit::Nvfp4,
+                   lowbit::Mxfp8) {
     auto rng = lowbit::test::make_rng(3602);
     constexpr int G = TestType::group_size;
     lowbit::QatLinearOf<TestType> layer(2 * G, 5, true, 3);

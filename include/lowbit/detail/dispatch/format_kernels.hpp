@@ -1,9 +1,11 @@
-// dispatch/: FormatKernels<Format>, the compiled entries of one weight format (every matmul kernel
-// and the row quantizer), and the recorded calls the public functions make through them.
+// dispatch/: FormatKernels<Format>, the compiled entries of one weight format (every matmul kernel,
+// the backward's transposed product and the row quantizer), and the recorded calls the public
+// functions make through them.
 //
 // The entries are static members defined outside the class (so not inline), which lets one explicit
 // instantiation compile a format's kernels and one `extern template` declaration link every other
-// translation unit to that copy (format_instances.hpp). Each entry calls its format's dispatch
+// translation unit to that copy (format_instances.hpp). The transposed product is format-generic
+// (gemm/f32_dx.hpp); each other entry calls its format's dispatch
 // function, found by argument-dependent lookup on QuantizedView<Format> or FormatTag<Format>: for MLX
 // affine in dispatch/mlx_affine.hpp and dispatch/mlx_affine_quantize.hpp. A new format defines those
 // three functions for its view and tag in its own dispatch header, listed in dispatch/formats.hpp;
@@ -17,6 +19,7 @@
 
 #include <Eigen/Core>
 
+#include "../gemm/f32_dx.hpp"
 #include "../gemm/int8_weight_panels.hpp"
 #include "../kernel_paths.hpp"
 #include "../quantized_view.hpp"
@@ -56,6 +59,10 @@ struct FormatKernels {
     /// checks). `panels`: the layer's cache of prepacked weight panels, or null.
     static KernelRun matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, const QuantizedView<Format>& q,
                                  float* out, Eigen::Index out_stride, MatmulKernel kernel, Int8PanelCache* panels);
+    /// dx = dy * dequantize(q) (docs/numerics.md N20, gemm/f32_dx.hpp) on raw row-major storage (dy
+    /// [M, N] with row stride dy_stride, dx [M, K] with row stride dx_stride), M >= 1, threads inside.
+    static void matmul_dx(const float* dy, Eigen::Index dy_stride, Eigen::Index M, const QuantizedView<Format>& q,
+                          float* dx, Eigen::Index dx_stride);
     /// Quantizes one row of `groups` groups into its packed words and per-group parameters
     /// (code_bytes: scratch for groups * group_size bytes). Returns what it found.
     static RowFault quantize_row(const float* values, std::size_t groups, std::uint8_t* code_bytes,
@@ -78,6 +85,12 @@ KernelRun FormatKernels<Format, Selected>::matmul_int8(const float* x, Eigen::In
                                                        Eigen::Index out_stride, MatmulKernel kernel,
                                                        Int8PanelCache* panels) {
     return run_quantized_matmul_int8(x, x_stride, M, q, out, out_stride, kernel, panels);
+}
+
+template <class Format, bool Selected>
+void FormatKernels<Format, Selected>::matmul_dx(const float* dy, Eigen::Index dy_stride, Eigen::Index M,
+                                                const QuantizedView<Format>& q, float* dx, Eigen::Index dx_stride) {
+    quantized_matmul_dx(dy, dy_stride, M, q, dx, dx_stride);
 }
 
 template <class Format, bool Selected>
