@@ -12,6 +12,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <lowbit/detail/gemm/f32_ukernel.hpp>
 #include <lowbit/inference.hpp>
 #include <lowbit/quantized_backward.hpp>
 
@@ -94,10 +95,25 @@ TEMPLATE_LIST_TEST_CASE("quantized_matmul_dx is dy * dequantize(q) within the do
     auto rng = lowbit::test::make_rng(2001);
     constexpr Index G = TestType::group_size;
     // K: one group, a few groups, past one and two AVX-512 chunks of 8-bit codes (64 inputs) and of
-    // 2-bit codes (256), with a tail of words after the last whole chunk; N around the pass of 4 rows.
+    // 2-bit codes (256), with a tail of words after the last whole chunk; N around the GEMV's pass of 4
+    // rows; M around the panel GEMM's register block and tile (MR, MC), N past its slices of weight rows
+    // (at most 256).
+    using Ukernel = lowbit::detail::kernels::QgemmF32Ukernel<lowbit::detail::simd::arch>;
+    constexpr Index MR = Ukernel::MR, MC = Ukernel::MC;
+    UNSCOPED_INFO("register block " << MR << " rows, tile " << MC << " rows");
     for (const Index K : {G, 3 * G, 4 * G, 9 * G})
-        for (const auto& [M, N] : {std::tuple<Index, Index>{1, 1}, {1, 4}, {1, 7}, {1, 37}, {2, 5}, {5, 9}, {3, 64}})
+        for (const auto& [M, N] : {std::tuple<Index, Index>{1, 1},
+                                   {1, 4},
+                                   {1, 7},
+                                   {1, 37},
+                                   {2, 5},
+                                   {5, 9},
+                                   {3, 64},
+                                   {MR, 3},
+                                   {MR + 1, 37},
+                                   {2 * MR + 3, 300}})
             check_dx<TestType>(rng, M, N, K);
+    check_dx<TestType>(rng, MC + MR + 1, 3, 3 * G);
 }
 
 TEST_CASE("quantized_matmul_dx: an empty batch, a NaN in dy, and dy of the wrong width", "[backward][N20]") {
