@@ -89,12 +89,8 @@ public:
     /// std::invalid_argument for x or dy of the wrong shape.
     template <class DerivedX, class DerivedDy>
     Grads backward(const Eigen::MatrixBase<DerivedX>& x, const Eigen::MatrixBase<DerivedDy>& dy) const {
-        constexpr const char* function = "lowbit::QatLinear::backward";
-        if (x.cols() != weight_.cols() || dy.cols() != weight_.rows() || x.rows() != dy.rows())
-            throw std::invalid_argument(std::string(function) + ": x is " + detail::shape_text(x.rows(), x.cols()) +
-                                        " and dy is " + detail::shape_text(dy.rows(), dy.cols()) + " for a layer [" +
-                                        std::to_string(weight_.rows()) + ", " + std::to_string(weight_.cols()) +
-                                        "] (x must be [M, in] and dy [M, out])");
+        detail::check_backward_shapes("lowbit::QatLinear::backward", x.rows(), x.cols(), dy.rows(), dy.cols(),
+                                      input_dims(), output_dims());
         Grads grads;
         const RowMatrixXf dy_rows = dy;
         grads.input = quantized_ ? quantized_matmul_dx(dy_rows, *quantized_)

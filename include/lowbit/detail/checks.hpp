@@ -31,6 +31,15 @@ inline std::string shape_text(std::int64_t rows, std::int64_t cols) {
     return std::to_string(rows) + "x" + std::to_string(cols);
 }
 
+/// Throws std::invalid_argument (message starting with `function`) unless x is [M, in] and dy [M, out].
+inline void check_backward_shapes(const char* function, std::int64_t x_rows, std::int64_t x_cols, std::int64_t dy_rows,
+                                  std::int64_t dy_cols, std::int64_t in, std::int64_t out) {
+    if (x_cols != in || dy_cols != out || x_rows != dy_rows)
+        throw std::invalid_argument(std::string(function) + ": x is " + shape_text(x_rows, x_cols) + " and dy is " +
+                                    shape_text(dy_rows, dy_cols) + " for a layer [" + std::to_string(out) + ", " +
+                                    std::to_string(in) + "] (x must be [M, in] and dy [M, out])");
+}
+
 inline void require_same_size(const char* function, const char* first, std::size_t first_size, const char* second,
                               std::size_t second_size) {
     if (first_size != second_size)
