@@ -1,12 +1,15 @@
 // The gradients through the quantized product (docs/numerics.md N20): quantized_matmul_dx against a
 // double-precision dy * dequantize(q) over every format, shapes and tails, one thread and two; the
-// scale and bias gradients against double-precision sums; bad shapes.
+// scale and bias gradients against double-precision sums; both against MLX 0.32's vjp
+// (tests/data/mlx_vjp_golden.hpp); bad shapes.
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -16,6 +19,7 @@
 #include <lowbit/inference.hpp>
 #include <lowbit/quantized_backward.hpp>
 
+#include "data/mlx_vjp_golden.hpp"
 #include "support/formats.hpp"
 #include "support/random.hpp"
 #include "support/threads.hpp"
@@ -171,4 +175,104 @@ TEMPLATE_LIST_TEST_CASE("quantized_matmul_parameter_grads: the scale and bias gr
                     std::invalid_argument);
     CHECK_THROWS_AS(lowbit::quantized_matmul_parameter_grads(RowMatrixXf::Zero(2, G), RowMatrixXf::Zero(2, 5), q),
                     std::invalid_argument);
+}
+
+namespace {
+
+namespace vjp = lowbit::test::mlx_vjp_golden;
+
+/// A golden array of float bit patterns as a row-major [rows, cols] matrix.
+RowMatrixXf golden_floats(const std::uint32_t* bits, Index rows, Index cols) {
+    RowMatrixXf m(rows, cols);
+    for (Index i = 0; i < rows * cols; ++i) m.data()[i] = std::bit_cast<float>(bits[i]);
+    return m;
+}
+
+/// MLX's weight in Format: its codes and scales (and biases in affine mode) as MLX returned them.
+template <class Format, class Scale>
+lowbit::QuantizedMatrixOf<Format> golden_weight(const std::uint32_t* codes, const Scale* scales,
+                                                const std::uint32_t* biases) {
+    lowbit::QuantizedMatrixOf<Format> q;
+    const Index words = vjp::K * Format::bits / 32, groups = vjp::K / Format::group_size;
+    q.codes = Eigen::Map<const typename lowbit::QuantizedMatrixOf<Format>::CodeMatrix>(codes, vjp::N, words);
+    q.scales.resize(vjp::N, groups);
+    for (Index i = 0; i < q.scales.size(); ++i) {
+        if constexpr (std::is_same_v<Scale, std::uint8_t>)
+            q.scales.data()[i] = scales[i];
+        else
+            q.scales.data()[i] = std::bit_cast<float>(scales[i]);
+    }
+    if constexpr (Format::has_biases) q.biases = golden_floats(biases, vjp::N, groups);
+    return q;
+}
+
+/// lowbit's dx (and, with biases, its scale and bias gradients) against MLX's vjp, within the dot bound
+/// of the magnitudes (both sum in float, in different orders).
+template <class Format>
+void check_against_mlx_vjp(const lowbit::QuantizedMatrixOf<Format>& q, const std::uint32_t* x_bits,
+                           const std::uint32_t* dy_bits, const std::uint32_t* dx_bits,
+                           const std::uint32_t* dscales_bits, const std::uint32_t* dbiases_bits) {
+    const RowMatrixXf x = golden_floats(x_bits, vjp::M, vjp::K), dy = golden_floats(dy_bits, vjp::M, vjp::N);
+    const RowMatrixXf mlx_dx = golden_floats(dx_bits, vjp::M, vjp::K);
+    const RowMatrixXf weights = lowbit::dequantize(q);
+    // |s q| + |b| <= |w| + 2 |b|: the kernels sum the scaled codes and the biases apart.
+    RowMatrixXf weight_magnitude = weights.cwiseAbs();
+    if constexpr (Format::has_biases)
+        for (Index n = 0; n < vjp::N; ++n)
+            for (Index k = 0; k < vjp::K; ++k)
+                weight_magnitude(n, k) += 2.0f * std::abs(q.biases(n, k / Format::group_size));
+    const RowMatrixXf dx_magnitude = dy.cwiseAbs() * weight_magnitude;
+    const RowMatrixXf dx = lowbit::quantized_matmul_dx(dy, q);
+    for (Index i = 0; i < dx.size(); ++i) {
+        INFO("dx element " << i);
+        CHECK(std::abs(dx.data()[i] - mlx_dx.data()[i]) <=
+              2.0 * lowbit::test::dot_tolerance(vjp::N, dx_magnitude.data()[i]));
+    }
+    if constexpr (Format::has_biases) {
+        constexpr Index G = Format::group_size;
+        const auto grads = lowbit::quantized_matmul_parameter_grads(x, dy, q);
+        const RowMatrixXf mlx_dscales = golden_floats(dscales_bits, vjp::N, vjp::K / G);
+        const RowMatrixXf mlx_dbiases = golden_floats(dbiases_bits, vjp::N, vjp::K / G);
+        for (Index n = 0; n < vjp::N; ++n)
+            for (Index g = 0; g < vjp::K / G; ++g) {
+                // Magnitudes: sum_m |dy| sum_k |x| |q| (q = (w - b) / s, within the code range) and sum_m |dy| sum_k
+                // |x|.
+                double scale_magnitude = 0.0, bias_magnitude = 0.0;
+                for (Index m = 0; m < vjp::M; ++m)
+                    for (Index k = g * G; k < (g + 1) * G; ++k) {
+                        const double code = (weights(n, k) - q.biases(n, g)) / q.scales(n, g);
+                        scale_magnitude += std::abs(dy(m, n) * x(m, k) * code);
+                        bias_magnitude += std::abs(dy(m, n) * x(m, k));
+                    }
+                INFO("row " << n << ", group " << g);
+                const auto depth = static_cast<std::size_t>(vjp::M * G);
+                CHECK(std::abs(grads.scales(n, g) - mlx_dscales(n, g)) <=
+                      2.0 * lowbit::test::dot_tolerance(depth, scale_magnitude) + 1e-6 * scale_magnitude);
+                CHECK(std::abs(grads.biases(n, g) - mlx_dbiases(n, g)) <=
+                      2.0 * lowbit::test::dot_tolerance(depth, bias_magnitude));
+            }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("quantized_matmul_dx and the parameter gradients match MLX 0.32's vjp of quantized_matmul",
+          "[backward][N20][mlx]") {
+#define LOWBIT_AFFINE_VJP(G, B)                                                                               \
+    check_against_mlx_vjp(                                                                                    \
+        golden_weight<lowbit::MlxAffine<G, B>>(vjp::codes_affine_g##G##_b##B, vjp::scales_affine_g##G##_b##B, \
+                                               vjp::biases_affine_g##G##_b##B),                               \
+        vjp::x_affine_g##G##_b##B, vjp::dy_affine_g##G##_b##B, vjp::dx_affine_g##G##_b##B,                    \
+        vjp::dscales_affine_g##G##_b##B, vjp::dbiases_affine_g##G##_b##B)
+    LOWBIT_AFFINE_VJP(64, 4);
+    LOWBIT_AFFINE_VJP(32, 2);
+    LOWBIT_AFFINE_VJP(128, 8);
+#undef LOWBIT_AFFINE_VJP
+#define LOWBIT_FLOAT_VJP(Format, name)                                                                          \
+    check_against_mlx_vjp(golden_weight<Format>(vjp::codes_##name, vjp::scales_##name, nullptr), vjp::x_##name, \
+                          vjp::dy_##name, vjp::dx_##name, nullptr, nullptr)
+    LOWBIT_FLOAT_VJP(lowbit::Mxfp4, mxfp4);
+    LOWBIT_FLOAT_VJP(lowbit::Nvfp4, nvfp4);
+    LOWBIT_FLOAT_VJP(lowbit::Mxfp8, mxfp8);
+#undef LOWBIT_FLOAT_VJP
 }
