@@ -33,6 +33,7 @@
 #include <Eigen/Core>
 #include <lowbit/lowbit.hpp>
 
+#include "fashion_mnist/adapters.hpp"
 #include "fashion_mnist/deploy.hpp"
 #include "fashion_mnist/model.hpp"
 #include "fashion_mnist/report.hpp"
@@ -92,6 +93,24 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// Parameters of the float model (weights and biases of the three layers).
+long float_parameters() {
+    long count = 0;
+    for (int l = 0; l < layers; ++l) count += long(layer_widths[l]) * layer_widths[l + 1] + layer_widths[l + 1];
+    return count;
+}
+
+/// KiB of deployed layers: packed codes, float scales and biases, the float bias.
+template <class Layer>
+double deployed_kib(const std::vector<Layer>& deployed) {
+    double bytes = 0;
+    for (const auto& layer : deployed) {
+        const auto& w = layer.weight();
+        bytes += 4.0 * double(w.codes.size() + w.scales.size() + w.biases.size() + w.rows());
+    }
+    return bytes / 1024.0;
+}
+
 template <int Bits>
 void run_ptq(const Mlp& model, PtqMethod method, const RowMatrix& calibration, const Split& test,
              std::vector<Result>& results) {
@@ -100,6 +119,7 @@ void run_ptq(const Mlp& model, PtqMethod method, const RowMatrix& calibration, c
     const double acc = accuracy(deployed_predictions<Bits>(deployed, test.images, nullptr), test.labels);
     Result r{method_name(method), double(Bits), acc, acc, 0, 0, std::nullopt};
     r.seconds = seconds_since(start);
+    r.weight_kib = deployed_kib(deployed);
     r.int8_accuracy =
         accuracy(deployed_predictions<Bits>(deployed, test.images, nullptr, lowbit::Activations::int8), test.labels);
     results.push_back(r);
@@ -126,6 +146,8 @@ void run_qat(const Mlp& float_model, const Split& train_split, const Split& test
     const std::vector<int> deployed = deployed_predictions<Bits>(layers_deployed, test.images, &q);
     Result r{"QAT", double(Bits), accuracy(qat_predictions, test.labels), accuracy(deployed, test.labels), 0, 0, std::nullopt};
     for (std::size_t i = 0; i < deployed.size(); ++i) r.deployed_disagreements += deployed[i] != qat_predictions[i];
+    r.trainable = float_parameters();
+    r.weight_kib = deployed_kib(layers_deployed);
     r.int8_accuracy = accuracy(
         deployed_predictions<Bits>(layers_deployed, test.images, &q, lowbit::Activations::int8), test.labels);
     r.seconds = seconds_since(start);
@@ -133,6 +155,59 @@ void run_qat(const Mlp& float_model, const Split& train_split, const Split& test
     std::printf("QAT %d-bit: test accuracy %.4f in QAT evaluation, %.4f deployed as QuantizedLinear "
                 "(%zu of %zu predictions differ), %.4f with int8 activations\n",
                 Bits, r.accuracy, *r.deployed_accuracy, r.deployed_disagreements, deployed.size(), *r.int8_accuracy);
+}
+
+/// A 2-bit base (RTN or GPTQ) with LoRA adapters of rank `rank` (at most each layer's width) trained
+/// on the labels for settings.epochs; "deployed" is the adapters merged and the layers re-quantized to
+/// 2 bits by round-to-nearest.
+void run_lora(const Mlp& float_model, PtqMethod method, int rank, const RowMatrix& calibration,
+              const Split& train_split, const Split& test, const TrainSettings& settings, std::uint64_t seed,
+              std::vector<Result>& results) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto base = deploy<2>(float_model, method, calibration);
+    std::mt19937_64 rng(seed + 200 + rank);
+    const auto net = train_lora(base, rank, train_split, settings, rng);
+    std::vector<lowbit::QuantizedLinear<group_size, 2>> merged;
+    Result r{std::string("QLoRA ") + (method == PtqMethod::gptq ? "GPTQ" : "RTN") + " r" + std::to_string(rank),
+             2,
+             accuracy(argmax_rows(layers_logits(net, test.images)), test.labels),
+             std::nullopt,
+             0,
+             0,
+             std::nullopt};
+    for (const auto& layer : net) {
+        merged.push_back(layer.deploy());
+        r.trainable += layer.trainable_parameters();
+    }
+    r.deployed_accuracy = accuracy(deployed_predictions<2>(merged, test.images, nullptr), test.labels);
+    r.weight_kib = deployed_kib(base) + 4.0 * double(r.trainable) / 1024.0;
+    r.seconds = seconds_since(start);
+    results.push_back(r);
+    std::printf("%s: test accuracy %.4f with the adapters, %.4f merged and re-quantized to 2 bits; %ld trainable\n",
+                r.method.c_str(), r.accuracy, *r.deployed_accuracy, r.trainable);
+}
+
+/// The 2-bit RTN layers with their group scales and biases distilled to the float model's outputs on
+/// the training images (codes frozen); deployed bit-exact.
+void run_dwq(const Mlp& float_model, const Split& train_split, const Split& test, const TrainSettings& settings,
+             std::uint64_t seed, std::vector<Result>& results) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto base = deploy<2>(float_model, PtqMethod::rtn, RowMatrix());
+    std::mt19937_64 rng(seed + 300);
+    const auto net = train_dwq(base, float_model, train_split, settings, rng);
+    std::vector<lowbit::QuantizedLinear<group_size, 2>> deployed;
+    Result r{"DWQ RTN",   2, accuracy(argmax_rows(layers_logits(net, test.images)), test.labels), std::nullopt, 0, 0,
+             std::nullopt};
+    for (const auto& layer : net) {
+        deployed.push_back(layer.deploy());
+        r.trainable += long(layer.weight().scales.size() + layer.weight().biases.size());
+    }
+    r.deployed_accuracy = accuracy(deployed_predictions<2>(deployed, test.images, nullptr), test.labels);
+    r.weight_kib = deployed_kib(deployed);
+    r.seconds = seconds_since(start);
+    results.push_back(r);
+    std::printf("DWQ RTN 2-bit: test accuracy %.4f, deployed %.4f; %ld trainable\n", r.accuracy, *r.deployed_accuracy,
+                r.trainable);
 }
 
 /// The float model trained for as many more epochs, at the same learning rate, as each QAT run: what
@@ -145,7 +220,8 @@ double run_float_fine_tune(const Mlp& float_model, const Split& train_split, con
     std::mt19937_64 rng(seed + 100);
     train(model, none, train_split, settings, rng);
     const double acc = accuracy(argmax_rows(logits(model, none, test.images)), test.labels);
-    results.push_back({"float fine-tuned", 32, acc, std::nullopt, 0, seconds_since(start), std::nullopt});
+    results.push_back({"float fine-tuned", 32, acc, std::nullopt, 0, seconds_since(start), std::nullopt,
+                       float_parameters(), 4.0 * double(float_parameters()) / 1024.0});
     std::printf("float fine-tuned %d more epochs: test accuracy %.4f\n", settings.epochs, acc);
     return acc;
 }
@@ -216,6 +292,10 @@ double run_bitnet(const Mlp& float_model, const Split& train_split, const Split&
     result.accuracy = accuracy(trained, test.labels);
     result.deployed_accuracy = accuracy(deployed, test.labels);
     for (std::size_t i = 0; i < trained.size(); ++i) result.deployed_disagreements += trained[i] != deployed[i];
+    result.trainable = float_parameters();
+    for (int l = 0; l < layers; ++l)  // I2 codes (2 bits a weight), a float scale, the float bias
+        result.weight_kib +=
+            (double(layer_widths[l]) * layer_widths[l + 1] / 4.0 + 4.0 + 4.0 * layer_widths[l + 1]) / 1024.0;
     result.seconds = seconds_since(start);
     results.push_back(result);
     std::printf("BitNet b1.58 (BitLinear): test accuracy %.4f; deployed (TernaryLinear, 2-bit codes) %.4f, %zu "
@@ -260,7 +340,8 @@ int main(int argc, char** argv) {
         const Quantization none{"float", {}, {}, {}, {}};
         train(float_model, none, train_split, float_settings, rng);
         const double float_acc = accuracy(argmax_rows(logits(float_model, none, test.images)), test.labels);
-        results.push_back({"float", 32, float_acc, std::nullopt, 0, seconds_since(start), std::nullopt});
+        results.push_back({"float", 32, float_acc, std::nullopt, 0, seconds_since(start), std::nullopt,
+                           float_parameters(), 4.0 * double(float_parameters()) / 1024.0});
         std::printf("float: test accuracy %.4f after %d epochs\n", float_acc, options.epochs);
         const double fine_tuned_acc =
             run_float_fine_tune(float_model, train_split, test, qat_settings, options.seed, results);
@@ -278,6 +359,15 @@ int main(int argc, char** argv) {
         run_qat<2>(float_model, train_split, test, qat_settings, options.seed, results);
 
         const double bitnet_acc = run_bitnet(float_model, train_split, test, qat_settings, rng, results);
+
+        // Training through frozen 2-bit layers: LoRA adapters at the float learning rate, DWQ's scales
+        // and biases at a tenth of QAT's.
+        const TrainSettings adapter_settings{qat_settings.epochs, 1e-3f};
+        for (PtqMethod method : {PtqMethod::rtn, PtqMethod::gptq})
+            for (int rank : {8, 32})
+                run_lora(float_model, method, rank, calibration, train_split, test, adapter_settings, options.seed,
+                         results);
+        run_dwq(float_model, train_split, test, TrainSettings{qat_settings.epochs, 3e-5f}, options.seed, results);
 
         print_table(results);
         for (int bits : {4, 3, 2})
@@ -325,6 +415,16 @@ int main(int argc, char** argv) {
                                        std::to_string(*r.int8_accuracy) + " is more than 0.02 below " +
                                        std::to_string(r.accuracy));
             }
+            // Training through the frozen 2-bit layers must recover some of what rounding lost, and DWQ's
+            // deployed layers are the trained ones (the same product on the same codes).
+            const double rtn2 = find(results, "PTQ RTN", 2).accuracy;
+            for (const char* method : {"QLoRA RTN r8", "DWQ RTN"})
+                if (find(results, method, 2).accuracy <= rtn2)
+                    failures.push_back(std::string(method) + " accuracy " +
+                                       std::to_string(find(results, method, 2).accuracy) +
+                                       " is not above PTQ RTN 2-bit's " + std::to_string(rtn2));
+            if (const Result& dwq = find(results, "DWQ RTN", 2); *dwq.deployed_accuracy != dwq.accuracy)
+                failures.push_back("DWQ: the deployed layers' accuracy differs from the trained ones'");
             if (bitnet_acc < 0.60) failures.push_back("BitNet accuracy " + std::to_string(bitnet_acc) + " < 0.60");
             // TernaryLinear computes BitLinear's integers and floats in the same order: no prediction may differ.
             if (const std::size_t differ = find(results, "BitNet b1.58", 1.58).deployed_disagreements; differ != 0)

@@ -100,17 +100,23 @@ struct TrainSettings {
     int batch = 128;
 };
 
-/// Softmax cross-entropy gradient with respect to the logits [batch, classes], averaged over the batch;
-/// row i's label is labels[order[i]].
-inline RowMatrix cross_entropy_gradient(const RowMatrix& logits, const std::vector<int>& labels, const int* order) {
-    RowMatrix grad = logits;
-    for (Eigen::Index i = 0; i < grad.rows(); ++i) {
-        auto row = grad.row(i);
+/// The softmax of each row of logits (the row's maximum subtracted first).
+inline RowMatrix softmax_rows(const RowMatrix& logits) {
+    RowMatrix p = logits;
+    for (Eigen::Index i = 0; i < p.rows(); ++i) {
+        auto row = p.row(i);
         row.array() -= row.maxCoeff();
         row = row.array().exp().matrix();
         row /= row.sum();
-        row(labels[static_cast<std::size_t>(order[i])]) -= 1.0f;
     }
+    return p;
+}
+
+/// Softmax cross-entropy gradient with respect to the logits [batch, classes], averaged over the batch;
+/// row i's label is labels[order[i]].
+inline RowMatrix cross_entropy_gradient(const RowMatrix& logits, const std::vector<int>& labels, const int* order) {
+    RowMatrix grad = softmax_rows(logits);
+    for (Eigen::Index i = 0; i < grad.rows(); ++i) grad(i, labels[static_cast<std::size_t>(order[i])]) -= 1.0f;
     grad /= static_cast<float>(grad.rows());
     return grad;
 }
@@ -121,17 +127,21 @@ inline float cosine_learning_rate(const TrainSettings& settings, int step, int t
     return settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
 }
 
-void adam_step(Dense& d, const RowMatrix& weight_grad, const Vector& bias_grad, float learning_rate, int step) {
+/// One Adam update of `param` (any Eigen matrix or vector) with gradient `grad` and moments m, v.
+template <class Param>
+void adam_update(Param& param, Param& m, Param& v, const Param& grad, float learning_rate, int step) {
     constexpr float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
     const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
     const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
     const float step_size = learning_rate * std::sqrt(correction2) / correction1;
-    d.weight_m = beta1 * d.weight_m + (1 - beta1) * weight_grad;
-    d.weight_v = beta2 * d.weight_v + (1 - beta2) * weight_grad.cwiseAbs2();
-    d.weight.array() -= step_size * d.weight_m.array() / (d.weight_v.array().sqrt() + epsilon);
-    d.bias_m = beta1 * d.bias_m + (1 - beta1) * bias_grad;
-    d.bias_v = beta2 * d.bias_v + (1 - beta2) * bias_grad.cwiseAbs2();
-    d.bias.array() -= step_size * d.bias_m.array() / (d.bias_v.array().sqrt() + epsilon);
+    m = beta1 * m + (1 - beta1) * grad;
+    v = beta2 * v + (1 - beta2) * grad.cwiseAbs2();
+    param.array() -= step_size * m.array() / (v.array().sqrt() + epsilon);
+}
+
+void adam_step(Dense& d, const RowMatrix& weight_grad, const Vector& bias_grad, float learning_rate, int step) {
+    adam_update(d.weight, d.weight_m, d.weight_v, weight_grad, learning_rate, step);
+    adam_update(d.bias, d.bias_m, d.bias_v, bias_grad, learning_rate, step);
 }
 
 /// Minibatch Adam on softmax cross-entropy with a cosine learning-rate decay; gradients flow through

@@ -20,6 +20,8 @@ struct Result {
     std::size_t deployed_disagreements = 0;   ///< test images where deployed and QAT predictions differ
     double seconds = 0;
     std::optional<double> int8_accuracy;  ///< the deployed model with int8 activations (Activations::int8)
+    long trainable = 0;                   ///< parameters the row's training updated (0: none, post-training only)
+    double weight_kib = 0;  ///< the weights as the row's model runs: packed codes, scales, biases, adapters
 };
 
 /// The weights / activations column of the table.
@@ -30,12 +32,14 @@ inline std::string scheme_text(const std::string& method) {
     if (method == "PTQ HQQ") return "HQQ (l0.7, no data) g64 / fp32";
     if (method == "PTQ GPTQ") return "GPTQ g64 / fp32";
     if (method == "QAT") return "GroupFakeQuantize g64 / 8-bit FQ";
+    if (method.rfind("QLoRA", 0) == 0) return "frozen g64 base + float LoRA / fp32";
+    if (method.rfind("DWQ", 0) == 0) return "g64, scales+biases distilled / fp32";
     return "absmean ternary / int8 per token";
 }
 
 inline void print_table(const std::vector<Result>& results) {
-    std::printf("\n%-16s %5s %-40s %9s %9s %9s %8s\n", "method", "bits", "weights / activations", "accuracy",
-                "deployed", "int8 act", "time");
+    std::printf("\n%-16s %5s %-40s %9s %9s %9s %9s %8s %8s\n", "method", "bits", "weights / activations", "accuracy",
+                "deployed", "int8 act", "trainable", "KiB", "time");
     for (const Result& r : results) {
         char bits[16], deployed[32], int8[32];
         std::snprintf(bits, sizeof bits, r.bits == std::floor(r.bits) ? "%.0f" : "%.2f", r.bits);
@@ -43,21 +47,22 @@ inline void print_table(const std::vector<Result>& results) {
         else std::snprintf(deployed, sizeof deployed, "-");
         if (r.int8_accuracy) std::snprintf(int8, sizeof int8, "%.4f", *r.int8_accuracy);
         else std::snprintf(int8, sizeof int8, "-");
-        std::printf("%-16s %5s %-40s %9.4f %9s %9s %7.1fs\n", r.method.c_str(), bits, scheme_text(r.method).c_str(),
-                    r.accuracy, deployed, int8, r.seconds);
+        std::printf("%-16s %5s %-40s %9.4f %9s %9s %9ld %8.1f %7.1fs\n", r.method.c_str(), bits,
+                    scheme_text(r.method).c_str(), r.accuracy, deployed, int8, r.trainable, r.weight_kib, r.seconds);
     }
 }
 
 inline void write_csv(const std::string& path, const std::vector<Result>& results) {
     std::ofstream out(path);
     if (!out) throw std::runtime_error("cannot write " + path);
-    out << "method,bits,accuracy,deployed_accuracy,deployed_disagreements,seconds,int8_activations_accuracy\n";
+    out << "method,bits,accuracy,deployed_accuracy,deployed_disagreements,seconds,int8_activations_accuracy,trainable,"
+           "weight_kib\n";
     for (const Result& r : results) {
         out << r.method << ',' << r.bits << ',' << r.accuracy << ',';
         if (r.deployed_accuracy) out << *r.deployed_accuracy;
         out << ',' << r.deployed_disagreements << ',' << r.seconds << ',';
         if (r.int8_accuracy) out << *r.int8_accuracy;
-        out << '\n';
+        out << ',' << r.trainable << ',' << r.weight_kib << '\n';
     }
 }
 
