@@ -22,6 +22,7 @@ struct Result {
     std::optional<double> int8_accuracy;  ///< the deployed model with int8 activations (Activations::int8)
     long trainable = 0;                   ///< parameters the row's training updated (0: none, post-training only)
     double weight_kib = 0;  ///< the weights as the row's model runs: packed codes, scales, biases, adapters
+    double epoch_seconds = 0;  ///< seconds per training epoch (train()'s own timer), 0 where not timed
 };
 
 /// The weights / activations column of the table.
