@@ -60,6 +60,13 @@ void add_dx_bias_sums(const float* dy, Index dy_stride, Index M, const Quantized
         }
 }
 
+/// The code of weight (n, k), for codes that fill whole words.
+template <class Format>
+std::uint32_t code_at(const QuantizedView<Format>& q, Index n, Index k) {
+    constexpr int Bits = Format::bits, codes_per_word = 32 / Bits;
+    return (q.codes(n, k / codes_per_word) >> ((k % codes_per_word) * Bits)) & ((std::uint32_t{1} << Bits) - 1);
+}
+
 /// The inputs after the last whole chunk of W words (fewer than W words of each row), in scalar code:
 /// dx[k] = sum_n fl(dy[n] * s) * q in n order (the bias sums are added by the caller).
 template <class Format>
@@ -71,8 +78,8 @@ void dx_tail(const float* dy, const QuantizedView<Format>& q, Index tail_word, f
             const Index k = word * codes_per_word + t;
             float total = 0.0f;
             for (Index n = 0; n < q.rows(); ++n) {
-                const std::uint32_t code = (q.codes(n, word) >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1);
-                total += (dy[n] * Format::group_scale(q.scales(n, k / Format::group_size))) * Format::value(code);
+                total += (dy[n] * Format::group_scale(q.scales(n, k / Format::group_size))) *
+                         Format::value(code_at(q, n, k));
             }
             dx[k] = total;
         }
@@ -190,7 +197,8 @@ std::vector<float> pack_dy_blocks(const float* dy, Index dy_stride, Index M, Ind
 /// columns) over threads; per tile, slices of `depth` weight rows (a dx panel of about 64 KiB,
 /// build_dx_panel), each NR-column block of it passed over by every register block of the tile's rows
 /// (QgemmF32Ukernel::run_depth), so each element sums its weight rows in n order. Then dx put back in
-/// input order and the tail inputs added (the bias sums are the caller's).
+/// input order; the inputs after the last whole chunk by Eigen's product with their dequantized weights
+/// (the bias sums are the caller's).
 template <class Arch, class Format>
 void qgemm_dx_f32(const float* dy, Index dy_stride, Index M, const QuantizedView<Format>& q, float* dx,
                   Index dx_stride) {
@@ -250,7 +258,20 @@ void qgemm_dx_f32(const float* dy, Index dy_stride, Index M, const QuantizedView
             for (int t = 0; t < codes_per_word; ++t)
                 for (Index i = 0; i < W; ++i)
                     dx_row[(c * W + i) * codes_per_word + t] = dx_permuted(m, (c * codes_per_word + t) * W + i);
-        dx_tail(dy + m * dy_stride, q, chunks * W, dx_row);
+    }
+    // The inputs after the last whole chunk: their weights dequantized once, fl(s * q), and Eigen's product
+    // of dy with them (per row of dy, dx_tail would decode every code again).
+    const Index tail_begin = chunks * W * codes_per_word;
+    if (tail_begin < K) {
+        using Stride = Eigen::OuterStride<>;
+        RowMatrixXf tail(N, K - tail_begin);
+        for (Index n = 0; n < N; ++n)
+            for (Index k = tail_begin; k < K; ++k)
+                tail(n, k - tail_begin) =
+                    Format::group_scale(q.scales(n, k / Format::group_size)) * Format::value(code_at(q, n, k));
+        const Eigen::Map<const RowMatrixXf, 0, Stride> dy_map(dy, M, N, Stride(dy_stride));
+        Eigen::Map<RowMatrixXf, 0, Stride>(dx + tail_begin, M, K - tail_begin, Stride(dx_stride)).noalias() =
+            dy_map * tail;
     }
 }
 
