@@ -159,8 +159,7 @@ void build_dx_panel(const QuantizedView<Format>& q, Index n0, Index depth, Index
     constexpr int codes_per_word = 32 / Format::bits;
     const ChunkScales<Arch, Format> lane_scales;
     // One line per row, rows a row of codes apart: the hardware prefetcher does not run ahead of that,
-    // so the rows prefetch_rows on are asked for (0.68 of the forward's speed at M = 32 without it, 0.80
-    // with it; benchmarks/README.md).
+    // so the rows prefetch_rows on are asked for (benchmarks/README.md).
     constexpr Index prefetch_rows = 16;
     for (Index r = 0; r < depth; ++r) {
         if (n0 + r + prefetch_rows < q.rows()) __builtin_prefetch(&q.codes(n0 + r + prefetch_rows, c * W), 0, 2);
