@@ -16,7 +16,9 @@
 //   qgemm_dx_f32 (M > 1): the forward's panel GEMM turned around: slices of weight rows dequantized as
 //     fl(s * q) into panels of the permuted columns (build_dx_panel), dy's rows packed in register
 //     blocks, and the forward's microkernel over plain depth (QgemmF32Ukernel::run_depth), n in order.
-// Codes that straddle words, and builds without SIMD, run the reference (matmul_reference.hpp).
+// Codes that straddle words (3, 5 and 6 bits) are dequantized, fl(s * q), a block of inputs at a time and
+// multiplied by Eigen (dx_dequantized_columns, as the inputs after the last whole chunk are); builds
+// without SIMD run the reference (matmul_reference.hpp).
 #pragma once
 
 #include "../config.hpp"
@@ -30,6 +32,7 @@
 #include <Eigen/Core>
 
 #include "../../matrix_types.hpp"
+#include "../mlx_affine/packing.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../threading/parallel.hpp"
@@ -65,6 +68,32 @@ template <class Format>
 std::uint32_t code_at(const QuantizedView<Format>& q, Index n, Index k) {
     constexpr int Bits = Format::bits, codes_per_word = 32 / Bits;
     return (q.codes(n, k / codes_per_word) >> ((k % codes_per_word) * Bits)) & ((std::uint32_t{1} << Bits) - 1);
+}
+
+/// dx[:, k_begin, k_end) = dy [M, N] * the weights of those inputs dequantized once, fl(s * q), by
+/// Eigen's product, in blocks of up to 512 inputs (N x 512 floats at a time); the bias sums are the
+/// caller's. k_begin * Bits must be a multiple of 32 (a word boundary); any bits.
+template <class Format>
+void dx_dequantized_columns(const float* dy, Index dy_stride, Index M, const QuantizedView<Format>& q, Index k_begin,
+                            Index k_end, float* dx, Index dx_stride) {
+    using Stride = Eigen::OuterStride<>;
+    constexpr int Bits = Format::bits;
+    constexpr Index block_columns = 512;
+    const Index N = q.rows();
+    const Eigen::Map<const RowMatrixXf, 0, Stride> dy_map(dy, M, N, Stride(dy_stride));
+    RowMatrixXf weights;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(std::min(block_columns, k_end - k_begin)));
+    for (Index k0 = k_begin; k0 < k_end; k0 += block_columns) {
+        const Index columns = std::min(block_columns, k_end - k0);
+        weights.resize(N, columns);
+        for (Index n = 0; n < N; ++n) {
+            unpack_codes<Bits>(&q.codes(n, k0 * Bits / 32), static_cast<std::size_t>(columns), codes.data());
+            for (Index j = 0; j < columns; ++j)
+                weights(n, j) = Format::group_scale(q.scales(n, (k0 + j) / Format::group_size)) *
+                                Format::value(codes[static_cast<std::size_t>(j)]);
+        }
+        Eigen::Map<RowMatrixXf, 0, Stride>(dx + k0, M, columns, Stride(dx_stride)).noalias() = dy_map * weights;
+    }
 }
 
 /// The inputs after the last whole chunk of W words (fewer than W words of each row), in scalar code:
@@ -258,20 +287,9 @@ void qgemm_dx_f32(const float* dy, Index dy_stride, Index M, const QuantizedView
                 for (Index i = 0; i < W; ++i)
                     dx_row[(c * W + i) * codes_per_word + t] = dx_permuted(m, (c * codes_per_word + t) * W + i);
     }
-    // The inputs after the last whole chunk: their weights dequantized once, fl(s * q), and Eigen's product
-    // of dy with them (per row of dy, dx_tail would decode every code again).
+    // The inputs after the last whole chunk (per row of dy, dx_tail would decode every code again).
     const Index tail_begin = chunks * W * codes_per_word;
-    if (tail_begin < K) {
-        using Stride = Eigen::OuterStride<>;
-        RowMatrixXf tail(N, K - tail_begin);
-        for (Index n = 0; n < N; ++n)
-            for (Index k = tail_begin; k < K; ++k)
-                tail(n, k - tail_begin) =
-                    Format::group_scale(q.scales(n, k / Format::group_size)) * Format::value(code_at(q, n, k));
-        const Eigen::Map<const RowMatrixXf, 0, Stride> dy_map(dy, M, N, Stride(dy_stride));
-        Eigen::Map<RowMatrixXf, 0, Stride>(dx + tail_begin, M, K - tail_begin, Stride(dx_stride)).noalias() =
-            dy_map * tail;
-    }
+    if (tail_begin < K) dx_dequantized_columns(dy, dy_stride, M, q, tail_begin, K, dx, dx_stride);
 }
 
 }  // namespace detail::kernels
@@ -279,13 +297,15 @@ void qgemm_dx_f32(const float* dy, Index dy_stride, Index M, const QuantizedView
 namespace detail {
 
 /// dx [M, K] (row stride dx_stride) = dy [M, N] (row stride dy_stride) * dequantize(q), M >= 1: the
-/// kernels above where the codes fill whole words and the build has SIMD, else the reference; then the
-/// bias sums added (the top of this file).
+/// kernels above where the build has SIMD (codes that straddle words: their weights dequantized, by
+/// Eigen's product), else the reference; then the bias sums added (the top of this file).
 template <class Format>
 void quantized_matmul_dx(const float* dy, Eigen::Index dy_stride, Eigen::Index M, const QuantizedView<Format>& q,
                          float* dx, Eigen::Index dx_stride) {
-    if constexpr (simd::enabled && Format::codes_in_whole_words) {
-        if (M == 1)
+    if constexpr (simd::enabled) {
+        if constexpr (!Format::codes_in_whole_words)
+            kernels::dx_dequantized_columns(dy, dy_stride, M, q, 0, q.cols(), dx, dx_stride);
+        else if (M == 1)
             kernels::qgemv_dx_f32<simd::arch>(dy, q, dx);
         else
             kernels::qgemm_dx_f32<simd::arch>(dy, dy_stride, M, q, dx, dx_stride);
