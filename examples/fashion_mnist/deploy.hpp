@@ -52,17 +52,15 @@ std::vector<lowbit::QuantizedLinear<group_size, Bits>> deploy(const Mlp& model, 
     return deployed;
 }
 
-/// Predictions of deployed layers on x. `activations` (may be null) fake-quantizes each layer's input as
-/// QAT did; `kernel_activations` is what the packed matmul does with x (f32, or int8 per row: issue 12).
-template <int Bits>
-std::vector<int> deployed_predictions(const std::vector<lowbit::QuantizedLinear<group_size, Bits>>& deployed,
-                                      const RowMatrix& x, const Quantization* activations,
-                                      lowbit::Activations kernel_activations = lowbit::Activations::f32) {
+/// Predictions of deployed layers (QuantizedLinear) on x, with the packed matmul's activations f32 or
+/// int8 (per row and group, docs/numerics.md N11).
+template <class Layers>
+std::vector<int> deployed_predictions(const Layers& deployed, const RowMatrix& x,
+                                      lowbit::Activations activations = lowbit::Activations::f32) {
     RowMatrix input = x;
-    for (int l = 0; l < layers; ++l) {
-        const RowMatrix a = activations != nullptr ? activations->activation(l, input, false) : input;
-        RowMatrix z = deployed[l].forward(a, kernel_activations);
-        input = l + 1 < layers ? relu(z) : z;
+    for (std::size_t l = 0; l < deployed.size(); ++l) {
+        RowMatrix z = deployed[l].forward(input, activations);
+        input = l + 1 < deployed.size() ? relu(z) : z;
     }
     return argmax_rows(input);
 }

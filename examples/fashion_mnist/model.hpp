@@ -1,15 +1,13 @@
-// The Fashion-MNIST example's model: an MLP 784(+48 zero)-256-128-10 with ReLU, its forward pass under a
-// Quantization (fake-quantized weights and activations), and minibatch Adam training with the
-// quantizers' straight-through estimators. Plain Eigen.
+// The Fashion-MNIST example's model: an MLP 784(+48 zero)-256-128-10 with ReLU, its float layers, and
+// the one training loop (minibatch Adam) that trains it and every lowbit layer the example uses.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <functional>
-#include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,11 +26,28 @@ constexpr int group_size = 64;
 constexpr std::array<int, 4> layer_widths = {padded_features, 256, 128, classes};
 constexpr int layers = 3;
 
+/// A float layer y = x * weight^T + bias, with its gradients (plain Eigen): the float model's layers.
 struct Dense {
     RowMatrix weight;  ///< [out, in]
     Vector bias;       ///< [out]
-    RowMatrix weight_m, weight_v;  ///< Adam moments
-    Vector bias_m, bias_v;
+
+    struct Grads {
+        RowMatrix input;  ///< [M, in]; empty when not asked for
+        RowMatrix weight;
+        Vector bias;
+    };
+
+    RowMatrix forward(const RowMatrix& x) const {
+        RowMatrix z = x * weight.transpose();
+        z.rowwise() += bias.transpose();
+        return z;
+    }
+    Grads backward(const RowMatrix& x, const RowMatrix& dy, bool input_gradient = true) const {
+        Grads g{RowMatrix(), dy.transpose() * x, dy.colwise().sum().transpose()};
+        if (input_gradient) g.input = dy * weight;
+        return g;
+    }
+    lowbit::Linear linear() const { return lowbit::Linear{weight, bias}; }
 };
 
 struct Mlp {
@@ -49,36 +64,20 @@ Mlp initial_mlp(std::mt19937_64& rng) {
         for (int r = 0; r < out; ++r)
             for (int c = 0; c < in; ++c) d.weight(r, c) = he(rng);
         d.bias = Vector::Zero(out);
-        d.weight_m = RowMatrix::Zero(out, in);
-        d.weight_v = RowMatrix::Zero(out, in);
-        d.bias_m = Vector::Zero(out);
-        d.bias_v = Vector::Zero(out);
     }
     return model;
 }
 
-/// How a training run sees its weights and activations. Empty functions mean float (identity).
-struct Quantization {
-    std::string name;
-    /// Effective weight used in the forward pass, and the gradient map back to the float weight (STE).
-    std::function<RowMatrix(int layer, const RowMatrix& weight)> weight;
-    std::function<RowMatrix(int layer, const RowMatrix& grad, const RowMatrix& weight)> weight_grad;
-    /// Quantized input of `layer`; `observe` is true while training (observers update), false in evaluation.
-    std::function<RowMatrix(int layer, const RowMatrix& input, bool observe)> activation;
-    std::function<RowMatrix(int layer, const RowMatrix& grad, const RowMatrix& input)> activation_grad;
-};
-
 RowMatrix relu(const RowMatrix& z) { return z.cwiseMax(0.0f); }
 
-/// Logits of `model` on `x` as training sees it (fake-quantized weights and activations, float matmul).
-RowMatrix logits(const Mlp& model, const Quantization& q, const RowMatrix& x) {
+/// Logits of the layers of `net` (any layers with forward(x): Dense, lowbit's QatLinear, BitLinear,
+/// LoraLinear, DwqLinear, QuantizedLinear) on x, ReLU between them.
+template <class Net>
+RowMatrix layers_logits(Net& net, const RowMatrix& x) {
     RowMatrix input = x;
-    for (int l = 0; l < layers; ++l) {
-        const RowMatrix a = q.activation ? q.activation(l, input, false) : input;
-        const RowMatrix w = q.weight ? q.weight(l, model.dense[l].weight) : model.dense[l].weight;
-        RowMatrix z = a * w.transpose();
-        z.rowwise() += model.dense[l].bias.transpose();
-        input = l + 1 < layers ? relu(z) : z;
+    for (std::size_t l = 0; l < net.size(); ++l) {
+        RowMatrix z = net[l].forward(input);
+        input = l + 1 < net.size() ? relu(z) : z;
     }
     return input;
 }
@@ -128,9 +127,40 @@ inline float cosine_learning_rate(const TrainSettings& settings, int step, int t
     return settings.learning_rate * 0.5f * (1.0f + std::cos(3.14159265f * progress));
 }
 
-/// One Adam update of `param` (any Eigen matrix or vector) with gradient `grad` and moments m, v.
-template <class Param>
-void adam_update(Param& param, Param& m, Param& v, const Param& grad, float learning_rate, int step) {
+/// A parameter or gradient (matrix, or vector as one row) seen as a row-major matrix, for the optimizer.
+inline Eigen::Map<RowMatrix> as_matrix(RowMatrix& m) {
+    return {m.data(), m.rows(), m.cols()};
+}
+inline Eigen::Map<RowMatrix> as_matrix(Vector& v) {
+    return {v.data(), 1, v.size()};
+}
+inline Eigen::Map<const RowMatrix> as_matrix(const RowMatrix& m) {
+    return {m.data(), m.rows(), m.cols()};
+}
+inline Eigen::Map<const RowMatrix> as_matrix(const Vector& v) {
+    return {v.data(), 1, v.size()};
+}
+inline Eigen::Map<const RowMatrix> as_matrix(const std::optional<Vector>& v) {
+    return as_matrix(*v);
+}
+
+/// The weight and bias of a layer, and of its gradients: what train() updates for Dense and for
+/// lowbit's layers with weight() and bias() (QatLinear, BitLinear).
+inline std::array<Eigen::Map<RowMatrix>, 2> weight_and_bias(Dense& d) {
+    return {as_matrix(d.weight), as_matrix(d.bias)};
+}
+template <class Layer>
+std::array<Eigen::Map<RowMatrix>, 2> weight_and_bias(Layer& layer) {
+    return {as_matrix(layer.weight()), as_matrix(*layer.bias())};
+}
+template <class Grads>
+std::array<Eigen::Map<const RowMatrix>, 2> weight_and_bias_grads(const Grads& g) {
+    return {as_matrix(g.weight), as_matrix(g.bias)};
+}
+
+/// One Adam update of `param` with gradient `grad` and moments m, v (all the same shape).
+template <class Param, class Grad>
+void adam_update(Param&& param, RowMatrix& m, RowMatrix& v, const Grad& grad, float learning_rate, int step) {
     constexpr float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
     const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
     const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
@@ -140,61 +170,74 @@ void adam_update(Param& param, Param& m, Param& v, const Param& grad, float lear
     param.array() -= step_size * m.array() / (v.array().sqrt() + epsilon);
 }
 
-void adam_step(Dense& d, const RowMatrix& weight_grad, const Vector& bias_grad, float learning_rate, int step) {
-    adam_update(d.weight, d.weight_m, d.weight_v, weight_grad, learning_rate, step);
-    adam_update(d.bias, d.bias_m, d.bias_v, bias_grad, learning_rate, step);
+/// Gradient of the cross-entropy between softmax(teacher) and softmax(student) with respect to the
+/// student's logits [batch, classes], averaged over the batch: distillation to the teacher's outputs.
+inline RowMatrix distillation_gradient(const RowMatrix& student, const RowMatrix& teacher) {
+    return (softmax_rows(student) - softmax_rows(teacher)) / static_cast<float>(student.rows());
 }
 
-/// Minibatch Adam on softmax cross-entropy with a cosine learning-rate decay; gradients flow through
-/// the quantizers by their straight-through estimators. Returns the seconds per epoch spent in the
-/// epochs (the optimizer's set-up excluded).
-double train(Mlp& model, const Quantization& q, const Split& data, const TrainSettings& settings,
-             std::mt19937_64& rng) {
+/// Trains the layers of `net` (ReLU between them; any layers with forward(x) and backward(x, dy) whose
+/// gradients have .input) by minibatch Adam with a cosine learning-rate decay, on the matrices
+/// parameters(layer) names, whose gradients gradients(grads) names in the same order (as_matrix maps).
+/// The loss is the softmax cross-entropy on the labels or, with a teacher, the cross-entropy to the
+/// teacher's softmax. The first layer's input gradient is not formed where its backward can skip it.
+/// Returns the seconds per epoch spent in the epochs (the optimizer's set-up excluded).
+template <class Net, class Parameters, class Gradients>
+double train(Net& net, const Split& data, const TrainSettings& settings, std::mt19937_64& rng, Parameters parameters,
+             Gradients gradients, const Mlp* teacher = nullptr) {
     const int count = static_cast<int>(data.images.rows());
     std::vector<int> order(count);
     std::iota(order.begin(), order.end(), 0);
-    const int batches_per_epoch = (count + settings.batch - 1) / settings.batch;
-    const int total_steps = batches_per_epoch * settings.epochs;
+    const int total_steps = (count + settings.batch - 1) / settings.batch * settings.epochs;
+    std::vector<std::vector<RowMatrix>> first_moments(net.size()), second_moments(net.size());
+    for (std::size_t l = 0; l < net.size(); ++l)
+        for (const auto& p : parameters(net[l])) {
+            first_moments[l].push_back(RowMatrix::Zero(p.rows(), p.cols()));
+            second_moments[l].push_back(RowMatrix::Zero(p.rows(), p.cols()));
+        }
     int step = 0;
-    for (auto& d : model.dense) {  // fresh optimizer state for every run
-        d.weight_m.setZero(); d.weight_v.setZero(); d.bias_m.setZero(); d.bias_v.setZero();
-    }
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 0; epoch < settings.epochs; ++epoch) {
         std::shuffle(order.begin(), order.end(), rng);
         for (int first = 0; first < count; first += settings.batch) {
             const int size = std::min(settings.batch, count - first);
-            RowMatrix x(size, padded_features);
-            for (int i = 0; i < size; ++i) x.row(i) = data.images.row(order[first + i]);
-
-            std::array<RowMatrix, layers> inputs, quantized_inputs, weights, pre_activations;
-            inputs[0] = x;
-            for (int l = 0; l < layers; ++l) {
-                quantized_inputs[l] = q.activation ? q.activation(l, inputs[l], true) : inputs[l];
-                weights[l] = q.weight ? q.weight(l, model.dense[l].weight) : model.dense[l].weight;
-                pre_activations[l] = quantized_inputs[l] * weights[l].transpose();
-                pre_activations[l].rowwise() += model.dense[l].bias.transpose();
-                if (l + 1 < layers) inputs[l + 1] = relu(pre_activations[l]);
+            std::vector<RowMatrix> inputs(net.size()), pre_activations(net.size());
+            inputs[0].resize(size, padded_features);
+            for (int i = 0; i < size; ++i) inputs[0].row(i) = data.images.row(order[first + i]);
+            for (std::size_t l = 0; l < net.size(); ++l) {
+                pre_activations[l] = net[l].forward(inputs[l]);
+                if (l + 1 < net.size()) inputs[l + 1] = relu(pre_activations[l]);
             }
-            RowMatrix grad = cross_entropy_gradient(pre_activations[layers - 1], data.labels, order.data() + first);
+            RowMatrix grad =
+                teacher != nullptr
+                    ? distillation_gradient(pre_activations.back(), layers_logits(teacher->dense, inputs[0]))
+                    : cross_entropy_gradient(pre_activations.back(), data.labels, order.data() + first);
             ++step;
             const float learning_rate = cosine_learning_rate(settings, step, total_steps);
-            for (int l = layers - 1; l >= 0; --l) {
-                const RowMatrix effective_weight_grad = grad.transpose() * quantized_inputs[l];
-                const Vector bias_grad = grad.colwise().sum().transpose();
-                RowMatrix input_grad;
-                if (l > 0) input_grad = grad * weights[l];
-                const RowMatrix weight_grad =
-                    q.weight_grad ? q.weight_grad(l, effective_weight_grad, model.dense[l].weight) : effective_weight_grad;
-                adam_step(model.dense[l], weight_grad, bias_grad, learning_rate, step);
-                if (l > 0) {
-                    if (q.activation_grad) input_grad = q.activation_grad(l, input_grad, inputs[l]);
-                    grad = input_grad.array() * (pre_activations[l - 1].array() > 0.0f).cast<float>();
-                }
+            for (std::size_t l = net.size(); l-- > 0;) {
+                const auto g = [&] {
+                    if constexpr (requires { net[l].backward(inputs[l], grad, false); })
+                        return net[l].backward(inputs[l], grad, l > 0);
+                    else
+                        return net[l].backward(inputs[l], grad);
+                }();
+                auto params = parameters(net[l]);
+                const auto grads = gradients(g);
+                for (std::size_t i = 0; i < params.size(); ++i)
+                    adam_update(params[i], first_moments[l][i], second_moments[l][i], grads[i], learning_rate, step);
+                if (l > 0) grad = g.input.array() * (pre_activations[l - 1].array() > 0.0f).cast<float>();
             }
         }
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / settings.epochs;
+}
+
+/// train() on the weights and biases of the layers (Dense, QatLinear, BitLinear).
+template <class Net>
+double train_weights_and_biases(Net& net, const Split& data, const TrainSettings& settings, std::mt19937_64& rng) {
+    return train(
+        net, data, settings, rng, [](auto& layer) { return weight_and_bias(layer); },
+        [](const auto& g) { return weight_and_bias_grads(g); });
 }
 
 }  // namespace fashion_mnist

@@ -32,7 +32,7 @@ inline std::string scheme_text(const std::string& method) {
     if (method == "PTQ clip") return "clip search (act.-weighted) g64 / fp32";
     if (method == "PTQ HQQ") return "HQQ (l0.7, no data) g64 / fp32";
     if (method == "PTQ GPTQ") return "GPTQ g64 / fp32";
-    if (method == "QAT") return "GroupFakeQuantize g64 / 8-bit FQ";
+    if (method == "QAT") return "QatLinear g64 / int8 per group";
     if (method.rfind("QLoRA", 0) == 0) return "frozen g64 base + float LoRA / fp32";
     if (method.rfind("DWQ", 0) == 0) return "g64, scales+biases distilled / fp32";
     return "absmean ternary / int8 per token";
