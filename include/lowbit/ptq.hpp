@@ -8,12 +8,14 @@
 //   hqq          ptq/hqq.hpp             half-quadratic bias optimisation, lp error (p < 1), no data
 //   gptq         ptq/gptq.hpp            output error on calibration inputs, Cholesky error feedback
 //   allocate_bits ptq/bit_allocation.hpp (bits, group size) per layer for a target bits per weight
+//   distill_scales_biases ptq/distill_scales_biases.hpp  group scales and biases fitted to float outputs, codes kept
 //
 // Options for all of them: ptq/options.hpp.
 #pragma once
 
-#include "ptq/options.hpp"
-#include "ptq/clip_search.hpp"
-#include "ptq/hqq.hpp"
-#include "ptq/gptq.hpp"
 #include "ptq/bit_allocation.hpp"
+#include "ptq/clip_search.hpp"
+#include "ptq/distill_scales_biases.hpp"
+#include "ptq/gptq.hpp"
+#include "ptq/hqq.hpp"
+#include "ptq/options.hpp"

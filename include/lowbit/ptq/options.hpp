@@ -49,6 +49,13 @@ struct GptqOptions {
     bool keep_better_of_rtn = true;
 };
 
+/// distill_scales_biases (ptq/distill_scales_biases.hpp): each row's least-squares fit of its group scales
+/// and biases is pulled toward their current values with weight ridge * trace(A^T A) / unknowns, which
+/// only matters in directions the calibration inputs leave (nearly) undetermined.
+struct ScaleBiasDistillOptions {
+    double ridge = 1e-6;  ///< in [0, 1]
+};
+
 /// The PTQ method a bit allocation quantizes each candidate with.
 enum class PtqMethod { rtn, clip_search, hqq, gptq };
 
