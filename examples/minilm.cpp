@@ -143,16 +143,23 @@ Options parse(int argc, char** argv) {
         } else if (arg == "--check") o.check = true;
         else if (arg == "--help" || arg == "-h") {
             std::printf(
-                "usage: lowbit-minilm [--model DIR] [--corpus FILE_OR_DIR] [--out DIR] [--sentences N] [--speed-sentences N]\n"
+                "usage: lowbit-minilm [--model DIR] [--corpus FILE_OR_DIR] [--out DIR] [--sentences N] "
+                "[--speed-sentences N]\n"
                 "                     [--layer-sentences N] [--repeats N] [--bits 8,6,4,3,2] [--groups 32,64,128]\n"
                 "                     [--activations f32,int8] [--threads 1,2] [--check]\n"
-                "                     [--methods rtn,clip,hqq,gptq,clip-gptq,clip-gptq-bc] [--ptq-groups 64] [--calibration-sentences 512]\n"
+                "                     [--methods rtn,clip,hqq,gptq,clip-gptq,clip-gptq-bc] [--ptq-groups 64] "
+                "[--calibration-sentences 512]\n"
                 "                     [--gptq-damping 0.01]\n"
                 "       lowbit-minilm --embed FILE [--bits B --group G [--int8]] [--model DIR]\n"
-                "DIR holds model.safetensors, config.json and vocab.txt (tools/install-deps puts them in build/deps/minilm).\n"
-                "Methods: rtn (at every --bits x --groups), clip, hqq, gptq, clip-gptq (at the --bits <= 4 x --ptq-groups);\n"
-                "each may add -bc (bias correction from the calibration inputs' mean), then -seq (calibration inputs from\n"
-                "the partly quantized model; methods with calibration inputs only). See examples/minilm/quantizers.hpp.\n"
+                "DIR holds model.safetensors, config.json and vocab.txt (tools/install-deps puts them in "
+                "build/deps/minilm).\n"
+                "Methods: rtn (at every --bits x --groups), clip, hqq, gptq, clip-gptq (at the --bits <= 4 x "
+                "--ptq-groups);\n"
+                "each may add -bc (bias correction from the calibration inputs' mean), then -dwq (scales and biases "
+                "fitted\n"
+                "to the float layer's outputs), then -seq (calibration inputs from\n"
+                "the partly quantized model; methods with calibration inputs only). See "
+                "examples/minilm/quantizers.hpp.\n"
                 "Calibration: N sentences spread over the corpus sentences not used for evaluation.\n");
             std::exit(0);
         } else {
@@ -348,7 +355,8 @@ int main(int argc, char** argv) {
             float_outputs.push_back(float_layers[l]->forward(layer_inputs[l]));
             float_weights.push_back(float_layers[l]->weight());
         }
-        const bool float_calibration = std::any_of(o.methods.begin(), o.methods.end(), [](const auto& m) { return m.calibrated() && !m.sequential; });
+        const bool float_calibration =
+            std::any_of(o.methods.begin(), o.methods.end(), [](const auto& m) { return m.needs_float_inputs(); });
         const std::vector<RowMatrix> calibration_inputs =
             float_calibration ? minilm::capture_linear_inputs(float_model, calibration) : std::vector<RowMatrix>();
         std::printf("float embeddings of the corpus in %.1f s\n", seconds_since(start));

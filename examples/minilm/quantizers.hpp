@@ -16,6 +16,14 @@
 // the error on the centred inputs x - mean(x); so a bias-corrected method fits the weights to the centred
 // inputs (GPTQ's H and clip search's channel weights from x - mean(x)). BERT's hidden states have a few
 // channels with large means, which otherwise dominate X^T X.
+//
+// Scale and bias distillation ("-dwq"). After the codes are chosen, each row's group scales and biases
+// are refitted to the float layer's outputs on the calibration inputs, the codes frozen
+// (lowbit::distill_scales_biases: the least-squares optimum that DWQ's gradient descent approaches on a
+// layer). The targets are always the float model's: x_float W^T, x_float the layer's inputs in the float
+// model; with "-seq" the refit sees the partly quantized model's inputs, so it also corrects what the
+// earlier layers got wrong. With "-bc" the fit is to the centred inputs and targets, and the float bias
+// takes the mean of what is left: the least-squares fit with the layer's bias free as well.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +37,7 @@
 
 #include <lowbit/any_quantized_linear.hpp>
 #include <lowbit/ptq/clip_search.hpp>
+#include <lowbit/ptq/distill_scales_biases.hpp>
 #include <lowbit/ptq/gptq.hpp>
 #include <lowbit/ptq/hqq.hpp>
 
@@ -66,12 +75,14 @@ inline std::vector<RowMatrix> capture_linear_inputs(const BertModel& model, cons
 ///   hqq        lowbit::hqq (no calibration)
 ///   gptq       lowbit::gptq on the layer's calibration inputs
 ///   clip-gptq  gptq with each group's range chosen by clip search (GptqOptions::clip_groups)
-/// each optionally followed by "-bc" (bias correction) and then "-seq" (calibration inputs from the
-/// partly quantized model); see the top of this file. "-seq" needs a calibrated method.
+/// each optionally followed by "-bc" (bias correction), then "-dwq" (scales and biases distilled to the
+/// float layer's outputs) and then "-seq" (calibration inputs from the partly quantized model); see the
+/// top of this file. "-seq" needs a calibrated method.
 struct Method {
     enum class Kind { rtn, clip, hqq, gptq, clip_gptq };
     Kind kind = Kind::rtn;
     bool bias_corrected = false;
+    bool distilled = false;
     bool sequential = false;
 
     /// Parses a --methods name. Throws std::invalid_argument naming an unknown name or "-seq" on a
@@ -85,41 +96,51 @@ struct Method {
         };
         Method method;
         method.sequential = strip("-seq");
+        method.distilled = strip("-dwq");
         method.bias_corrected = strip("-bc");
         if (base == "rtn") method.kind = Kind::rtn;
         else if (base == "clip") method.kind = Kind::clip;
         else if (base == "hqq") method.kind = Kind::hqq;
         else if (base == "gptq") method.kind = Kind::gptq;
         else if (base == "clip-gptq") method.kind = Kind::clip_gptq;
-        else throw std::invalid_argument("unknown method '" + name + "' (rtn, clip, hqq, gptq, clip-gptq; then -bc, then -seq)");
+        else
+            throw std::invalid_argument("unknown method '" + name +
+                                        "' (rtn, clip, hqq, gptq, clip-gptq; then -bc, -dwq, -seq)");
         if (method.sequential && !method.calibrated())
-            throw std::invalid_argument("method '" + name + "': only methods with calibration inputs (clip, gptq, clip-gptq, "
-                                        "any with -bc) take -seq");
+            throw std::invalid_argument("method '" + name +
+                                        "': only methods with calibration inputs (clip, gptq, clip-gptq, "
+                                        "any with -bc or -dwq) take -seq");
         return method;
     }
 
     std::string name() const {
         const char* names[] = {"rtn", "clip", "hqq", "gptq", "clip-gptq"};
-        return std::string(names[static_cast<int>(kind)]) + (bias_corrected ? "-bc" : "") + (sequential ? "-seq" : "");
+        return std::string(names[static_cast<int>(kind)]) + (bias_corrected ? "-bc" : "") + (distilled ? "-dwq" : "") +
+               (sequential ? "-seq" : "");
     }
 
     /// MLX's round-to-nearest itself (the reference every other method is compared with).
-    bool is_plain_rtn() const { return kind == Kind::rtn && !bias_corrected; }
+    bool is_plain_rtn() const { return kind == Kind::rtn && !bias_corrected && !distilled; }
 
     /// Whether the method needs the layers' calibration inputs.
     bool calibrated() const {
-        return bias_corrected || kind == Kind::clip || kind == Kind::gptq || kind == Kind::clip_gptq;
+        return bias_corrected || distilled || kind == Kind::clip || kind == Kind::gptq || kind == Kind::clip_gptq;
     }
+
+    /// Whether the method needs the float model's calibration inputs (besides the partly quantized ones).
+    bool needs_float_inputs() const { return calibrated() && (!sequential || distilled); }
 };
 
 /// `layer` quantized by `method` at (group_size, bits), its bias kept float (and corrected with -bc).
-/// `inputs` [samples, in] are the layer's calibration inputs (read by calibrated methods only). The
+/// `inputs` [samples, in] are the layer's calibration inputs (read by calibrated methods only) and
+/// `float_inputs` the same rows' inputs in the float model (read by -dwq only: its targets). The
 /// methods other than plain rtn run at 2, 3 and 4 bits (where round-to-nearest loses; fewer formats keep
 /// the example's compile time down).
 /// Throws std::invalid_argument for an unsupported format, bits above 4 with a method other than rtn, or
 /// what the method refuses (bad calibration inputs, an H that stays singular).
-inline lowbit::AnyQuantizedLinear quantize_layer(const lowbit::Linear& layer, const Method& method, int group_size, int bits,
-                                                 const RowMatrix& inputs, const lowbit::GptqOptions& gptq_options) {
+inline lowbit::AnyQuantizedLinear quantize_layer(const lowbit::Linear& layer, const Method& method, int group_size,
+                                                 int bits, const RowMatrix& inputs, const RowMatrix& float_inputs,
+                                                 const lowbit::GptqOptions& gptq_options) {
     if (method.is_plain_rtn()) return lowbit::AnyQuantizedLinear::from_linear(layer, group_size, bits);
     if (bits > 4)
         throw std::invalid_argument("method " + method.name() + " runs at 2, 3 or 4 bits, got bits = " + std::to_string(bits));
@@ -130,9 +151,10 @@ inline lowbit::AnyQuantizedLinear quantize_layer(const lowbit::Linear& layer, co
         } else {
             const Eigen::RowVectorXf mean =
                 method.bias_corrected ? Eigen::RowVectorXf(inputs.cast<double>().colwise().mean().cast<float>()) : Eigen::RowVectorXf();
-            const RowMatrix centred = method.bias_corrected && method.kind != Method::Kind::rtn && method.kind != Method::Kind::hqq
-                                          ? RowMatrix(inputs.rowwise() - mean)
-                                          : RowMatrix();
+            const bool reads_centred =
+                method.distilled || (method.kind != Method::Kind::rtn && method.kind != Method::Kind::hqq);
+            const RowMatrix centred =
+                method.bias_corrected && reads_centred ? RowMatrix(inputs.rowwise() - mean) : RowMatrix();
             const RowMatrix& fit_inputs = method.bias_corrected ? centred : inputs;
             typename Layer::Matrix weight;
             switch (method.kind) {
@@ -149,9 +171,20 @@ inline lowbit::AnyQuantizedLinear quantize_layer(const lowbit::Linear& layer, co
                 }
                 case Method::Kind::rtn: weight = lowbit::quantize<G, B>(layer.weight); break;
             }
+            // The float layer's outputs: what -dwq fits to (centred with -bc, whose bias then takes their mean).
+            RowMatrix targets = method.distilled ? RowMatrix(float_inputs * layer.weight.transpose()) : RowMatrix();
+            Eigen::RowVectorXf target_mean;
+            if (method.distilled && method.bias_corrected) {
+                target_mean = targets.cast<double>().colwise().mean().cast<float>();
+                targets.rowwise() -= target_mean;
+            }
+            if (method.distilled) weight = lowbit::distill_scales_biases(weight, fit_inputs, targets);
             std::optional<Eigen::VectorXf> bias = layer.bias;
-            if (method.bias_corrected) {  // bias += (W - W_q) mean(x)^T: the output error's mean on the calibration inputs
-                const Eigen::VectorXf shift = (layer.weight - lowbit::dequantize(weight)) * mean.transpose();
+            if (method.bias_corrected) {  // bias += the output error's mean on the calibration inputs
+                const Eigen::VectorXf shift =
+                    method.distilled
+                        ? Eigen::VectorXf(target_mean.transpose() - lowbit::dequantize(weight) * mean.transpose())
+                        : Eigen::VectorXf((layer.weight - lowbit::dequantize(weight)) * mean.transpose());
                 bias = bias ? Eigen::VectorXf(*bias + shift) : shift;
             }
             return lowbit::AnyQuantizedLinear(Layer(std::move(weight), std::move(bias)));
@@ -170,7 +203,8 @@ inline std::vector<lowbit::AnyQuantizedLinear> quantize_linear_layers(const Bert
                                                                       const Batch& calibration,
                                                                       const lowbit::GptqOptions& gptq_options) {
     const auto layers = float_model.linear_layers();
-    if (method.calibrated() && (method.sequential ? calibration.empty() : float_inputs.size() != layers.size()))
+    if (method.calibrated() && ((method.sequential && calibration.empty()) ||
+                                (method.needs_float_inputs() && float_inputs.size() != layers.size())))
         throw std::invalid_argument("method " + method.name() + " needs calibration sentences");
     std::vector<lowbit::AnyQuantizedLinear> quantized;
     BertModel partly_quantized = method.sequential ? float_model : BertModel();
@@ -181,7 +215,9 @@ inline std::vector<lowbit::AnyQuantizedLinear> quantize_linear_layers(const Bert
                 if (index == l) captured = x;
             });
         const RowMatrix& inputs = method.calibrated() && !method.sequential ? float_inputs[l] : captured;
-        quantized.push_back(quantize_layer(layers[l]->float_layer(), method, group_size, bits, inputs, gptq_options));
+        const RowMatrix& float_layer_inputs = method.needs_float_inputs() ? float_inputs[l] : captured;
+        quantized.push_back(quantize_layer(layers[l]->float_layer(), method, group_size, bits, inputs,
+                                           float_layer_inputs, gptq_options));
         if (method.sequential)
             *partly_quantized.linear_layers()[l] = LinearLayer(as_quantized_layer(quantized.back(), lowbit::Activations::f32));
     }
