@@ -120,28 +120,6 @@ TEMPLATE_LIST_TEST_CASE("quantized_matmul_dx is dy * dequantize(q) within the do
     check_dx<TestType>(rng, MC + MR + 1, 3, 3 * G);
 }
 
-// Shapes large enough that the threads really split the work (the GEMV's chunks, the panel GEMM's
-// tiles of at least 2 MFLOP): run under ThreadSanitizer by the tsan preset.
-TEMPLATE_TEST_CASE("quantized_matmul_dx: two threads split the work and give the one-thread bits",
-                   "[backward][N20][threads]", (lowbit::MlxAffine<64, 4>), (lowbit::MlxAffine<32, 8>), lowbit::Nvfp4) {
-    auto rng = lowbit::test::make_rng(2004);
-    for (const auto& [M, N, K] : {std::tuple<Index, Index, Index>{1, 64, 2048}, {40, 512, 1024}}) {
-        INFO(lowbit::test::format_text<TestType>() << ", M = " << M << ", N = " << N << ", K = " << K);
-        const auto q = lowbit::quantize<TestType>(lowbit::test::random_weights(rng, N, K));
-        const RowMatrixXf dy = random_dy(rng, M, N);
-        RowMatrixXf one, two;
-        {
-            const lowbit::test::ThreadCountGuard threads(1);
-            one = lowbit::quantized_matmul_dx(dy, q);
-        }
-        {
-            const lowbit::test::ThreadCountGuard threads(2);
-            two = lowbit::quantized_matmul_dx(dy, q);
-        }
-        CHECK(one == two);
-    }
-}
-
 TEST_CASE("quantized_matmul_dx: an empty batch, a NaN in dy, and dy of the wrong width", "[backward][N20]") {
     auto rng = lowbit::test::make_rng(2002);
     const auto q = lowbit::quantize<lowbit::MlxAffine<64, 4>>(lowbit::test::random_weights(rng, 8, 128));
