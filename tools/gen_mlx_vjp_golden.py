@@ -14,20 +14,14 @@ rerun this by hand:
 import numpy as np
 import mlx.core as mx
 
+from gen_mlx_golden import float_bits, words  # the affine generator beside this script
+
 mx.set_default_device(mx.cpu)
 # (name, mode, group size, bits): the affine configurations lowbit's other goldens use most, and the
 # three microscaling modes at their fixed groups.
 CASES = [("affine_g64_b4", "affine", 64, 4), ("affine_g32_b2", "affine", 32, 2), ("affine_g128_b8", "affine", 128, 8),
          ("mxfp4", "mxfp4", 32, 4), ("nvfp4", "nvfp4", 16, 4), ("mxfp8", "mxfp8", 32, 8)]
 M, N, K = 3, 8, 256
-
-
-def words(array):
-    return ", ".join(f"0x{int(v):08X}u" for v in np.asarray(array).reshape(-1))
-
-
-def float_bits(array):
-    return words(np.asarray(array, dtype=np.float32).view(np.uint32))
 
 
 def main():
