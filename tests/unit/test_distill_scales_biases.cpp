@@ -13,6 +13,7 @@
 #include <lowbit/quantized_backward.hpp>
 
 #include "support/random.hpp"
+#include "support/threads.hpp"
 
 TEST_CASE("distill_scales_biases: the least-squares scales and biases, where the gradient of the output error vanishes",
           "[ptq]") {
@@ -80,4 +81,26 @@ TEST_CASE("distill_scales_biases: bad input is refused with the value named", "[
     options.ridge = -1;
     CHECK_THROWS_WITH(lowbit::distill_scales_biases_to(q, weight, x, options),
                       Catch::Matchers::ContainsSubstring("ridge"));
+}
+
+TEST_CASE("distill_scales_biases: row counts around the thread split give the one-thread result",
+          "[ptq][threads]") {
+    auto rng = lowbit::test::make_rng(3702);
+    const lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, 40, 128);
+    for (const Eigen::Index rows : {1, 2, 3, 7, 16}) {
+        INFO("rows = " << rows);
+        const lowbit::RowMatrixXf weight = lowbit::test::random_weights(rng, rows, 128);
+        const auto q = lowbit::quantize<64, 4>(weight);
+        lowbit::QuantizedMatrix<64, 4> one, two;
+        {
+            const lowbit::test::ThreadCountGuard threads(1);
+            one = lowbit::distill_scales_biases_to(q, weight, x);
+        }
+        {
+            const lowbit::test::ThreadCountGuard threads(2);
+            two = lowbit::distill_scales_biases_to(q, weight, x);
+        }
+        CHECK(one.scales == two.scales);
+        CHECK(one.biases == two.biases);
+    }
 }
