@@ -29,6 +29,7 @@
 
 #include "../detail/checks.hpp"
 #include "../detail/mlx_affine/packing.hpp"
+#include "../detail/mlx_affine/quantize.hpp"
 #include "../detail/ptq/calibration.hpp"
 #include "../detail/threading/parallel.hpp"
 #include "../quantized_matrix.hpp"
@@ -104,10 +105,9 @@ QuantizedMatrix<GroupSize, Bits> distill_scales_biases(const QuantizedMatrix<Gro
             right += lambda * current;
             const Eigen::VectorXd fitted = gram.ldlt().solve(right);
             bool finite = fitted.allFinite();
-            for (Eigen::Index g = 0; finite && g < groups; ++g) {
-                const auto s = static_cast<float>(fitted(g)), b = static_cast<float>(fitted(groups + g));
-                finite = std::isfinite(s) && std::isfinite(b) && std::isfinite(s * float((1 << Bits) - 1) + b);
-            }
+            for (Eigen::Index g = 0; finite && g < groups; ++g)
+                finite = detail::group_levels_finite<Bits>(static_cast<float>(fitted(g)),
+                                                           static_cast<float>(fitted(groups + g)));
             if (!finite) continue;
             for (Eigen::Index g = 0; g < groups; ++g) {
                 result.scales(n, g) = static_cast<float>(fitted(g));
