@@ -1,13 +1,15 @@
-// Seed corpora for the libFuzzer targets in fuzz/: with LOWBIT_FUZZ_CORPUS set, the tests tagged
-// [fuzz-seeds] write seed inputs into $LOWBIT_FUZZ_CORPUS/<name>/ (tools/run-fuzzers runs them before
-// the fuzzers); without it they do nothing. The seeds reach every operation of a target with
-// consistent shapes, so the fuzzer starts from the deep paths rather than from the first refusal.
+// Seed corpora for the libFuzzer targets in fuzz/: the tests tagged [fuzz-seeds] build seed inputs and
+// check their headers (a known operation and format); with LOWBIT_FUZZ_CORPUS set they also write them
+// into $LOWBIT_FUZZ_CORPUS/<name>/ (tools/run-fuzzers runs them before the fuzzers). The seeds reach
+// every operation of a target with consistent shapes, so the fuzzer starts from the deep paths rather
+// than from the first refusal.
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -31,7 +33,14 @@ fs::path corpus_dir(const char* target) {
     return dir;
 }
 
+/// Checks the seed's header names an operation and a format the target knows, and writes it to `dir`
+/// unless `dir` is empty.
 void write_seed(const fs::path& dir, const std::string& name, const Writer& seed) {
+    INFO("seed " << name);
+    REQUIRE(seed.bytes().size() >= 3);
+    CHECK(seed.bytes()[1] < lowbit_fuzz::op_count);
+    CHECK(seed.bytes()[2] < std::size(lowbit_fuzz::format_group_size));
+    if (dir.empty()) return;
     std::ofstream file(dir / ("seed-" + name), std::ios::binary);
     file.write(reinterpret_cast<const char*>(seed.bytes().data()), static_cast<std::streamsize>(seed.bytes().size()));
     REQUIRE(file.good());
@@ -54,8 +63,7 @@ float seed_value(int i, bool hostile) {
 }  // namespace
 
 TEST_CASE("fuzz seeds: fuzz_quantized", "[fuzz-seeds]") {
-    const fs::path dir = corpus_dir("quantized");
-    if (dir.empty()) return;  // LOWBIT_FUZZ_CORPUS unset: nothing to write
+    const fs::path dir = corpus_dir("quantized");  // empty when LOWBIT_FUZZ_CORPUS is unset: nothing written
     int written = 0;
     for (std::uint8_t format = 0; format < lowbit_fuzz::format_count; ++format) {
         const int group = lowbit_fuzz::format_group_size[format];
