@@ -118,7 +118,7 @@ void inspect_safetensors(const std::filesystem::path& path, const std::optional<
             continue;
         }
         const auto layer = lowbit::load_mlx_linear(file, prefix, format->group_size, format->bits, format->mode);
-        std::printf("  layer %s: %s, %d-bit, group size %d (from %s), %s scales, [%d, %d]%s", prefix.c_str(),
+        std::printf("  layer %s: %s, %d-bit, group size %d (from %s), %s scales, [%td, %td]%s", prefix.c_str(),
                     layer.mode(), layer.bits(), layer.group_size(), source.c_str(),
                     std::string(lowbit::dtype_name(scales.dtype)).c_str(), layer.output_dims(), layer.input_dims(),
                     layer.bias() ? ", with bias" : "");

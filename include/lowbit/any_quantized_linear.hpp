@@ -85,8 +85,12 @@ public:
     int bits() const noexcept {
         return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::bits; }, layer_);
     }
-    int input_dims() const { return std::visit([](const auto& layer) { return layer.input_dims(); }, layer_); }
-    int output_dims() const { return std::visit([](const auto& layer) { return layer.output_dims(); }, layer_); }
+    Eigen::Index input_dims() const {
+        return std::visit([](const auto& layer) { return layer.input_dims(); }, layer_);
+    }
+    Eigen::Index output_dims() const {
+        return std::visit([](const auto& layer) { return layer.output_dims(); }, layer_);
+    }
     const std::optional<Eigen::VectorXf>& bias() const {
         return std::visit([](const auto& layer) -> const std::optional<Eigen::VectorXf>& { return layer.bias(); }, layer_);
     }

@@ -20,7 +20,7 @@ enum class Observer {
 
 /// Which inputs backward_clamped lets the gradient through for.
 enum class GradientMask {
-    input_band,    ///< (qmin - z) s <= x <= (qmax - z) s on the raw input, inclusive (N6.2, the seed's rule)
+    input_band,    ///< (qmin - z) s <= x <= (qmax - z) s on the raw input, inclusive (N6.2)
     rounded_code,  ///< qmin <= R(v) + z <= qmax on the rounded, unclamped code (PyTorch)
 };
 

@@ -37,7 +37,7 @@ LOWBIT_BEGIN_NAMESPACE
 
 /// Per-tensor fake quantization with Bits-bit codes (N3 ranges), calibrated by min-max observers (N4).
 ///
-/// Before any calibration, forward uses scale 1 and zero point 0 (the seed's rule) and is_initialized()
+/// Before any calibration, forward uses scale 1 and zero point 0 and is_initialized()
 /// is false. calibrate(data) sets the qparams from this data alone (and restarts the observer from it);
 /// observe(data) feeds the configured observer and recomputes the qparams from its state. Non-finite
 /// values are skipped; data with no finite value (or empty) changes nothing. Rounding::stochastic draws

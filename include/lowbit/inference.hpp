@@ -6,6 +6,7 @@
 // are opt-in.
 #pragma once
 
+#include "errors.hpp"
 #include "formats/mlx_affine.hpp"
 #include "matrix_types.hpp"
 #include "nvfp4_global_scale.hpp"

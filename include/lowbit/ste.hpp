@@ -1,7 +1,7 @@
-// Straight-through-estimator free functions (docs/numerics.md N7, the seed's ste.rs):
+// Straight-through-estimator free functions (docs/numerics.md N7):
 //   ste_forward(x, s, lo, hi) = clamp(R(x / s), lo, hi) * s     R: Rounding, default half away from zero
 //   ternary_ste(x, s) = ste_forward(x, s, -1, 1);  int8_ste(x, s) = ste_forward(x, s, -127, 127)
-//   ste_backward(g) = g, really the identity (unlike the seed, whose autograd stops at round)
+//   ste_backward(g) = g, the identity (the straight-through estimator's gradient of the rounding)
 // NaN stays NaN; +-Inf saturate to lo * s, hi * s; a zero result is +0. Rounding::stochastic draws u from
 // a fresh UniformStream(0), or from the caller's stream in the overloads that take one.
 // Errors (std::invalid_argument): scale zero, negative, NaN, infinite or subnormal (below FLT_MIN);

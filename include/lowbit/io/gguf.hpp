@@ -25,6 +25,7 @@
 #include "../detail/config.hpp"
 #include "../detail/mlx_affine/packing.hpp"
 #include "../detail/threading/parallel.hpp"
+#include "../errors.hpp"
 #include "../matrix_types.hpp"
 #include "../quantized_matrix.hpp"
 #include "detail/bytes.hpp"
@@ -156,7 +157,7 @@ struct GgufTensorInfo {
 class GgufFile {
 public:
     /// Maps `path` and parses its header. Throws std::runtime_error when it cannot be opened or mapped,
-    /// std::invalid_argument (naming the file, the tensor or key, and the fault) when it is malformed.
+    /// lowbit::format_error (naming the file, the tensor or key, and the fault) when it is malformed.
     static GgufFile open(const std::filesystem::path& path) {
         return GgufFile(io_detail::ByteSource::map_file(path, "lowbit::GgufFile"), path.string());
     }
@@ -278,10 +279,10 @@ private:
         parse();
     }
 
-    std::invalid_argument file_error(const std::string& fault) const {
-        return std::invalid_argument("lowbit::GgufFile: " + label_ + ": " + fault);
+    format_error file_error(const std::string& fault) const {
+        return format_error("lowbit::GgufFile: " + label_ + ": " + fault);
     }
-    std::invalid_argument tensor_error(std::string_view tensor, const std::string& fault) const {
+    format_error tensor_error(std::string_view tensor, const std::string& fault) const {
         return file_error("tensor " + io_detail::quoted(tensor) + ": " + fault);
     }
 

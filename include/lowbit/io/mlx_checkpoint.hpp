@@ -18,6 +18,7 @@
 
 #include "../any_quantized_linear.hpp"
 #include "../detail/config.hpp"
+#include "../errors.hpp"
 #include "../quantized_linear.hpp"
 #include "detail/bytes.hpp"
 #include "dtype.hpp"
@@ -41,10 +42,10 @@ LOWBIT_BEGIN_NAMESPACE
 
 namespace io_detail {
 
-inline std::invalid_argument layer_error(const SafetensorsFile& file, std::string_view function, std::string_view tensor,
-                                         const std::string& fault) {
-    return std::invalid_argument("lowbit::" + std::string(function) + ": " + file.path() + ": tensor " + quoted(tensor) +
-                                 ": " + fault);
+inline format_error layer_error(const SafetensorsFile& file, std::string_view function, std::string_view tensor,
+                                const std::string& fault) {
+    return format_error("lowbit::" + std::string(function) + ": " + file.path() + ": tensor " + quoted(tensor) + ": " +
+                        fault);
 }
 
 /// Tensor `name` as a float matrix [rows, cols] (F32/F16/BF16, exactly that shape).
@@ -179,8 +180,8 @@ inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::stri
                                           const MlxQuantization& config) {
     const auto format = config.for_layer(prefix);
     if (!format)
-        throw std::invalid_argument("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
-                                    " is not quantized in the config; load it with load_linear");
+        throw format_error("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
+                           " is not quantized in the config; load it with load_linear");
     return load_mlx_linear(file, prefix, format->group_size, format->bits, format->mode);
 }
 

@@ -20,6 +20,7 @@
 
 #include "../any_quantized_linear.hpp"
 #include "../detail/config.hpp"
+#include "../errors.hpp"
 #include "../ptq/allocation.hpp"
 #include "detail/bytes.hpp"
 
@@ -91,34 +92,34 @@ public:
 
     /// Reads the section from a parsed config.json (the whole object). `label` names it in errors.
     /// A config without "quantization" (nor "quantization_config") describes an unquantized model.
-    /// Throws std::invalid_argument for a group size or bits that is not a supported integer, a mode
+    /// Throws lowbit::format_error for a group size or bits that is not a supported integer, a mode
     /// lowbit does not support, or a key other than group_size, bits and mode whose value is neither an object
     /// (an override) nor false (a layer kept in float).
     static MlxQuantization from_json(const nlohmann::json& config, const std::string& label = "config.json") {
         MlxQuantization result;
-        if (!config.is_object()) throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": not a JSON object");
+        if (!config.is_object()) throw format_error("lowbit::read_mlx_config: " + label + ": not a JSON object");
         auto section = config.find("quantization");
         if (section == config.end()) section = config.find("quantization_config");
         if (section == config.end()) return result;
         if (!section->is_object())
-            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": \"quantization\" is not an object");
+            throw format_error("lowbit::read_mlx_config: " + label + ": \"quantization\" is not an object");
         result.global_ = parse_format(*section, label, "quantization");
         for (const auto& [key, value] : section->items()) {
             if (value.is_object()) {
                 result.overrides_[key] = parse_format(value, label, key);
                 if (!result.overrides_[key])
-                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " +
-                                                io_detail::quoted(key) + " has no group_size, bits or mode");
+                    throw format_error("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                       " has no group_size, bits or mode");
             } else if (value.is_boolean()) {
                 if (value.get<bool>())
-                    throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
-                                                " is `true`; an override is an object or false");
+                    throw format_error("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
+                                       " is `true`; an override is an object or false");
                 result.overrides_[key] = std::nullopt;
             } else if (key != "group_size" && key != "bits" && key != "mode") {
                 // mlx-lm writes the global fields and per-layer objects or false here; anything else is not a
                 // format lowbit could apply, and ignoring it would load the layer in the global format.
-                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) +
-                                            " is " + json_text(value) + "; an override is an object or false");
+                throw format_error("lowbit::read_mlx_config: " + label + ": layer " + io_detail::quoted(key) + " is " +
+                                   json_text(value) + "; an override is an object or false");
             }
         }
         return result;
@@ -176,25 +177,23 @@ private:
                 });
             }
             if (!known)
-                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                            ": mode " + json_text(*mode) + " is not supported (" +
-                                            supported_formats_text() + ")");
+                throw format_error("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) + ": mode " +
+                                   json_text(*mode) + " is not supported (" + supported_formats_text() + ")");
         }
         const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
             if (it == object.end()) return;
             if (!it->is_number_integer())
-                throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                            ": " + key + " = " + json_text(*it) + " is not an integer");
+                throw format_error("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) + ": " + key +
+                                   " = " + json_text(*it) + " is not an integer");
             out = it->get<std::int64_t>();
         };
         read(group, "group_size", group_size);
         read(bits, "bits", bit_count);
         const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
         if (!in_range || !is_supported_format(mode_name, static_cast<int>(group_size), static_cast<int>(bit_count)))
-            throw std::invalid_argument("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
-                                        ": mode = " + mode_name + ", group_size = " + std::to_string(group_size) +
-                                        ", bits = " + std::to_string(bit_count) + " is not supported (" +
-                                        supported_formats_text() + ")");
+            throw format_error("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
+                               ": mode = " + mode_name + ", group_size = " + std::to_string(group_size) + ", bits = " +
+                               std::to_string(bit_count) + " is not supported (" + supported_formats_text() + ")");
         const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count), mode_name};
         return format;
     }
@@ -204,7 +203,7 @@ private:
 };
 
 /// Reads an MLX config.json (`path` is the file, or a directory holding config.json). Throws
-/// std::runtime_error when it cannot be read, std::invalid_argument when it does not parse or its
+/// std::runtime_error when it cannot be read, lowbit::format_error when it does not parse or its
 /// quantization section is malformed (see MlxQuantization::from_json).
 inline MlxQuantization read_mlx_config(const std::filesystem::path& path) {
     const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
@@ -216,7 +215,7 @@ inline MlxQuantization read_mlx_config(const std::filesystem::path& path) {
     try {
         config = nlohmann::json::parse(text.str());
     } catch (const nlohmann::json::exception& e) {
-        throw std::invalid_argument("lowbit::read_mlx_config: " + file.string() + ": does not parse: " + e.what());
+        throw format_error("lowbit::read_mlx_config: " + file.string() + ": does not parse: " + e.what());
     }
     return MlxQuantization::from_json(config, file.string());
 }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "../detail/config.hpp"
+#include "../errors.hpp"
 #include "../matrix_types.hpp"
 #include "detail/bytes.hpp"
 #include "detail/float16.hpp"
@@ -133,7 +134,7 @@ private:
 class SafetensorsFile {
 public:
     /// Maps `path` and parses its header. Throws std::runtime_error when the file cannot be opened or
-    /// mapped, std::invalid_argument (naming the file, the tensor and the fault) when it is malformed.
+    /// mapped, lowbit::format_error (naming the file, the tensor and the fault) when it is malformed.
     static SafetensorsFile open(const std::filesystem::path& path) {
         return SafetensorsFile(io_detail::ByteSource::map_file(path, "lowbit::SafetensorsFile"), path.string());
     }
@@ -203,12 +204,12 @@ private:
         parse();
     }
 
-    std::invalid_argument error(std::string_view tensor, const std::string& fault) const {
-        return std::invalid_argument("lowbit::SafetensorsFile: " + label_ + ": tensor " + io_detail::quoted(tensor) +
-                                     ": " + fault);
+    format_error error(std::string_view tensor, const std::string& fault) const {
+        return format_error("lowbit::SafetensorsFile: " + label_ + ": tensor " + io_detail::quoted(tensor) + ": " +
+                            fault);
     }
-    std::invalid_argument file_error(const std::string& fault) const {
-        return std::invalid_argument("lowbit::SafetensorsFile: " + label_ + ": " + fault);
+    format_error file_error(const std::string& fault) const {
+        return format_error("lowbit::SafetensorsFile: " + label_ + ": " + fault);
     }
 
     const Entry* find(std::string_view name) const {

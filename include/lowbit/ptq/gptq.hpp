@@ -28,6 +28,7 @@
 #pragma once
 
 #include "../detail/config.hpp"
+#include "../errors.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -89,10 +90,10 @@ inline Eigen::MatrixXf gptq_hessian(const Eigen::Ref<const Eigen::MatrixXf>& x) 
                                                  Eigen::Index i1, Eigen::Index r0, Eigen::Index rows, float pivot) {
     Eigen::Index r = 0;
     while (r + 1 < rows && std::isfinite(errors(r, j - i1))) ++r;
-    throw std::invalid_argument(
-        std::string(function) + ": row " + std::to_string(r0 + r) + ", column " + std::to_string(j) +
-        ": the error fed forward, (w - level) / U[j, j] with U[j, j] = " + float_text(pivot) + ", is " +
-        float_text(errors(r, j - i1)) + ": the weights are too large for float error feedback at this damping");
+    throw numerical_error(std::string(function) + ": row " + std::to_string(r0 + r) + ", column " + std::to_string(j) +
+                          ": the error fed forward, (w - level) / U[j, j] with U[j, j] = " + float_text(pivot) +
+                          ", is " + float_text(errors(r, j - i1)) +
+                          ": the weights are too large for float error feedback at this damping");
 }
 
 /// Rows of W processed together: GPTQ treats every row independently given U, so the column sweep runs
@@ -125,9 +126,11 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(
     for (int attempt = 0;; ++attempt) {
         if (inverse_cholesky_upper(h, diagonal, damping * mean_diagonal, upper)) break;
         if (attempt >= options.damping_retries || !std::isfinite(damping * 10.0f * mean_diagonal))
-            throw std::invalid_argument(std::string(function) + ": H = 2 X^T X / samples is not positive definite even "
-                                        "with damping = " + float_text(damping) + " (relative to mean diag H = " +
-                                        float_text(mean_diagonal) + ")");
+            throw numerical_error(std::string(function) +
+                                  ": H = 2 X^T X / samples is not positive definite even "
+                                  "with damping = " +
+                                  float_text(damping) + " (relative to mean diag H = " + float_text(mean_diagonal) +
+                                  ")");
         restore_reversed_hessian(h);
         damping = damping > 0.0f ? damping * 10.0f : 1e-4f;
     }
@@ -170,10 +173,10 @@ QuantizedMatrix<GroupSize, Bits> gptq_with_hessian(
                                                                group_codes.data());
                         }
                         if (!(std::isfinite(low(r)) && std::isfinite(high(r)) && group_levels_finite<Bits>(s, b)))
-                            throw std::invalid_argument(std::string(function) + ": row " + std::to_string(r0 + r) +
-                                                        ", group " + std::to_string(g) +
-                                                        ": the error-updated weights span [" + float_text(low(r)) +
-                                                        ", " + float_text(high(r)) + "], a range too wide for float levels");
+                            throw numerical_error(std::string(function) + ": row " + std::to_string(r0 + r) +
+                                                  ", group " + std::to_string(g) +
+                                                  ": the error-updated weights span [" + float_text(low(r)) + ", " +
+                                                  float_text(high(r)) + "], a range too wide for float levels");
                         scale(r) = s;
                         bias(r) = b;
                         result.scales(r0 + r, g) = s;

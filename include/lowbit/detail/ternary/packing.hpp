@@ -15,6 +15,7 @@
 // and, with groups of 64, step s of chunk c is exactly group c * steps + s.
 #pragma once
 
+#include "../../ternary_format.hpp"
 #include "../config.hpp"
 
 #include <array>
@@ -25,12 +26,6 @@
 #include <Eigen/Core>
 
 LOWBIT_BEGIN_NAMESPACE
-
-/// The two packed ternary formats of TernaryLinear.
-enum class TernaryFormat {
-    i2,   ///< 2 bits per weight, 4 per byte
-    tq1,  ///< 5 weights per byte (base 3), 1.6 bits per weight
-};
 
 namespace detail::ternary {
 

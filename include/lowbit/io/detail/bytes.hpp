@@ -18,6 +18,7 @@
 #pragma once
 
 #include "../../detail/config.hpp"
+#include "../../errors.hpp"
 
 #include <bit>
 #include <cerrno>
@@ -163,9 +164,9 @@ public:
     /// Throws unless `count` more bytes are there.
     void require(std::uint64_t count, std::string_view what) const {
         if (count > remaining())
-            throw std::invalid_argument(context_ + ": truncated at byte " + std::to_string(position_) + ": " +
-                                        std::string(what) + " needs " + std::to_string(count) + " bytes, " +
-                                        std::to_string(remaining()) + " left");
+            throw format_error(context_ + ": truncated at byte " + std::to_string(position_) + ": " +
+                               std::string(what) + " needs " + std::to_string(count) + " bytes, " +
+                               std::to_string(remaining()) + " left");
     }
 
     template <class T>
@@ -186,8 +187,8 @@ public:
     /// Moves to `offset` (at most the size).
     void seek(std::uint64_t offset, std::string_view what) {
         if (offset > bytes_.size())
-            throw std::invalid_argument(context_ + ": " + std::string(what) + " at byte " + std::to_string(offset) +
-                                        " is past the end (" + std::to_string(bytes_.size()) + " bytes)");
+            throw format_error(context_ + ": " + std::string(what) + " at byte " + std::to_string(offset) +
+                               " is past the end (" + std::to_string(bytes_.size()) + " bytes)");
         position_ = static_cast<std::size_t>(offset);
     }
 
