@@ -2,14 +2,14 @@
 // Answered on sentence-transformers' all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, 36 linear layers).
 //
 // The float model (examples/minilm/bert.hpp) matches sentence-transformers to cosine >= 0.99999
-// (tests/unit/test_minilm.cpp checks the committed reference vectors). Each variant quantizes all 36
+// (tests/examples/test_minilm.cpp checks the committed reference vectors). Each variant quantizes all 36
 // linear layers (QuantizedLinear, MLX affine format) with one method (examples/minilm/quantizers.hpp:
 // round-to-nearest at every --bits x --groups; clip search, HQQ and GPTQ at the --bits of 4 and below x
-// --ptq-groups; "-bc" adds bias correction), run with f32 or int8 activations, and is compared with float on real sentences from the
-// `fortunes` package (examples/minilm/corpus.hpp). The calibrated methods (clip search weighted by the
-// inputs' mean squares, GPTQ) see each layer's inputs on --calibration-sentences other sentences of the
-// corpus (spread over those not used for evaluation), from the float model or, with "-seq", from the
-// partly quantized one:
+// --ptq-groups; "-bc" adds bias correction, "-dwq" and "-e2e" distil the scales and biases), run with f32 or int8
+// activations, and is compared with float on real sentences from the `fortunes` package (examples/minilm/corpus.hpp).
+// The calibrated methods (clip search weighted by the inputs' mean squares, GPTQ) see each layer's inputs on
+// --calibration-sentences other sentences of the corpus (spread over those not used for evaluation), from the float
+// model or, with "-seq", from the partly quantized one:
 //   fidelity  mean and worst cosine of the embeddings to float's; for each sentence, is its nearest
 //             neighbour (top-1) the same as float's, and how much of its 10 nearest neighbours (top-10)
 //             float's 10 share; per layer, relative weight error ||W_q - W|| / ||W|| and relative output
@@ -22,9 +22,9 @@
 //
 // lowbit-minilm --embed FILE [--bits B --group G [--int8]] prints one embedding per line of FILE (384
 // comma-separated %.9g floats). An empty line embeds "[CLS] [SEP]"; a line longer than the model's
-// 256 tokens ([CLS] + 254 word pieces + [SEP]) is truncated (said on stderr); invalid UTF-8 is an error naming the line.
-// Exit status: 0 on success, 1 on an error or a failed --check, 77 when the model files or the corpus
-// are missing (so ctest can skip).
+// 256 tokens ([CLS] + 254 word pieces + [SEP]) is truncated (said on stderr); invalid UTF-8 is an error naming the
+// line. Exit status: 0 on success, 1 on an error or a failed --check, 77 when the model files or the corpus are missing
+// (so ctest can skip).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,8 +70,10 @@ struct Options {
                                         minilm::Method::parse("hqq"), minilm::Method::parse("gptq"),
                                         minilm::Method::parse("clip-gptq"), minilm::Method::parse("clip-gptq-bc")};
     lowbit::GptqOptions gptq;
+    minilm::EndToEndSettings end_to_end;  ///< the -e2e methods' training
     int embed_bits = 0, embed_group = 64;
     bool embed_int8 = false, check = false;
+    bool e2e_fit_evaluation = false;  ///< -e2e trains on the evaluation sentences: a bound, not a result
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -135,12 +137,23 @@ Options parse(int argc, char** argv) {
             o.gptq.damping = std::strtof(text.c_str(), &end);
             if (text.empty() || *end != '\0' || !(o.gptq.damping >= 0.0f && o.gptq.damping <= 10.0f))
                 throw std::invalid_argument("--gptq-damping needs a number in [0, 10], got '" + text + "'");
-        }
-        else if (arg == "--activations") {
+        } else if (arg == "--e2e-fit-evaluation")
+            o.e2e_fit_evaluation = true;
+        else if (arg == "--e2e-epochs")
+            o.end_to_end.epochs = integer(arg, value(), 1);
+        else if (arg == "--e2e-learning-rate") {
+            const std::string text = value();
+            char* end = nullptr;
+            o.end_to_end.learning_rate = std::strtof(text.c_str(), &end);
+            if (text.empty() || *end != '\0' ||
+                !(o.end_to_end.learning_rate > 0.0f && o.end_to_end.learning_rate <= 1.0f))
+                throw std::invalid_argument("--e2e-learning-rate needs a number in (0, 1], got '" + text + "'");
+        } else if (arg == "--activations") {
             o.activations = split_list(value());
             for (const auto& a : o.activations)
                 if (a != "f32" && a != "int8") throw std::invalid_argument("--activations takes f32 and/or int8, got '" + a + "'");
-        } else if (arg == "--check") o.check = true;
+        } else if (arg == "--check")
+            o.check = true;
         else if (arg == "--help" || arg == "-h") {
             std::printf(
                 "usage: lowbit-minilm [--model DIR] [--corpus FILE_OR_DIR] [--out DIR] [--sentences N] "
@@ -149,7 +162,9 @@ Options parse(int argc, char** argv) {
                 "                     [--activations f32,int8] [--threads 1,2] [--check]\n"
                 "                     [--methods rtn,clip,hqq,gptq,clip-gptq,clip-gptq-bc] [--ptq-groups 64] "
                 "[--calibration-sentences 512]\n"
-                "                     [--gptq-damping 0.01]\n"
+                "                     [--gptq-damping 0.01] [--e2e-epochs 8] [--e2e-learning-rate 1e-5]\n"
+                "                     [--e2e-fit-evaluation]  (-e2e trains on the evaluation sentences: what the method\n"
+                "                     could reach at best, not a result)\n"
                 "       lowbit-minilm --embed FILE [--bits B --group G [--int8]] [--model DIR]\n"
                 "DIR holds model.safetensors, config.json and vocab.txt (tools/install-deps puts them in "
                 "build/deps/minilm).\n"
@@ -158,7 +173,9 @@ Options parse(int argc, char** argv) {
                 "each may add -bc (bias correction from the calibration inputs' mean), then -dwq (scales and biases "
                 "fitted\n"
                 "to the float layer's outputs), then -seq (calibration inputs from\n"
-                "the partly quantized model; methods with calibration inputs only). See "
+                "the partly quantized model; methods with calibration inputs only), then -e2e (every layer's scales "
+                "and\n"
+                "biases trained together to the float model's last hidden states, 2 to 4 bits). See "
                 "examples/minilm/quantizers.hpp.\n"
                 "Calibration: N sentences spread over the corpus sentences not used for evaluation.\n");
             std::exit(0);
@@ -332,7 +349,8 @@ int main(int argc, char** argv) {
                     "%zu truncated to %zu)\n",
                     o.model_dir.c_str(), o.corpus.c_str(), all_sentences.size(), sentences.size(),
                     static_cast<double>(tokens) / static_cast<double>(sentences.size()), truncated, max_tokens);
-        const bool calibrated = std::any_of(o.methods.begin(), o.methods.end(), [](const auto& m) { return m.calibrated(); });
+        const bool calibrated = std::any_of(o.methods.begin(), o.methods.end(),
+                                            [](const auto& m) { return m.calibrated() || m.end_to_end; });
         Batch calibration;
         if (calibrated) {
             calibration = encode_all(minilm::spread_sample(minilm::sentences_not_in(all_sentences, texts), o.calibration_sentences));
@@ -387,8 +405,12 @@ int main(int argc, char** argv) {
 
         for (const Variant& variant : variants) {
             start = std::chrono::steady_clock::now();
-            const auto quantized_layers = minilm::quantize_linear_layers(float_model, variant.method, variant.group, variant.bits,
-                                                                         calibration_inputs, calibration, o.gptq);
+            auto quantized_layers = minilm::quantize_linear_layers(
+                float_model, variant.method, variant.group, variant.bits, calibration_inputs, calibration, o.gptq);
+            if (variant.method.end_to_end)
+                quantized_layers =
+                    minilm::distill_layers_end_to_end(float_model, quantized_layers,
+                                                                     o.e2e_fit_evaluation ? sentences : calibration, o.end_to_end);
             const double quantize_seconds = seconds_since(start);
             for (const std::string& activations : o.activations) {
                 start = std::chrono::steady_clock::now();
@@ -463,7 +485,8 @@ int main(int argc, char** argv) {
         if (o.check) {
             // Floors below what RTN reaches on a 200-sentence slice (b8 f32 0.9998, b8 int8 0.991, b4 g64
             // 0.96 f32 and 0.956 int8), far above what a broken forward or quantized path gives; and the
-            // methods that minimise a layer's output error (GPTQ's) below RTN's mean layer output error.
+            // methods that minimise a layer's output error (GPTQ's) below RTN's mean layer output error, and
+            // -e2e methods' mean cosine above RTN's.
             std::vector<std::string> failures;
             for (const auto& row : rows) {
                 const bool int8 = row.activations == "int8";
@@ -475,6 +498,10 @@ int main(int argc, char** argv) {
                     !(row.output_error_mean < rtn->output_error_mean))
                     failures.push_back(row.name + ": mean layer output error " + std::to_string(row.output_error_mean) +
                                        " is not below RTN's " + std::to_string(rtn->output_error_mean));
+                if (row.method.ends_with("-e2e") && rtn != nullptr && !(row.mean_cosine > rtn->mean_cosine))
+                    failures.push_back(row.name + ": mean cosine " + std::to_string(row.mean_cosine) +
+                                       " after end-to-end distillation is not above RTN's " +
+                                       std::to_string(rtn->mean_cosine));
             }
             for (const auto& failure : failures) std::fprintf(stderr, "check failed: %s\n", failure.c_str());
             if (!failures.empty()) return 1;

@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 #include <lowbit/lowbit.hpp>
 
+#include "../adam.hpp"
 #include "../fashion_mnist_data.hpp"
 
 namespace fashion_mnist {
@@ -158,18 +159,6 @@ std::array<Eigen::Map<const RowMatrix>, 2> weight_and_bias_grads(const Grads& g)
     return {as_matrix(g.weight), as_matrix(g.bias)};
 }
 
-/// One Adam update of `param` with gradient `grad` and moments m, v (all the same shape).
-template <class Param, class Grad>
-void adam_update(Param&& param, RowMatrix& m, RowMatrix& v, const Grad& grad, float learning_rate, int step) {
-    constexpr float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
-    const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
-    const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
-    const float step_size = learning_rate * std::sqrt(correction2) / correction1;
-    m = beta1 * m + (1 - beta1) * grad;
-    v = beta2 * v + (1 - beta2) * grad.cwiseAbs2();
-    param.array() -= step_size * m.array() / (v.array().sqrt() + epsilon);
-}
-
 /// Gradient of the cross-entropy between softmax(teacher) and softmax(student) with respect to the
 /// student's logits [batch, classes], averaged over the batch: distillation to the teacher's outputs.
 inline RowMatrix distillation_gradient(const RowMatrix& student, const RowMatrix& teacher) {
@@ -224,7 +213,8 @@ double train(Net& net, const Split& data, const TrainSettings& settings, std::mt
                 auto params = parameters(net[l]);
                 const auto grads = gradients(g);
                 for (std::size_t i = 0; i < params.size(); ++i)
-                    adam_update(params[i], first_moments[l][i], second_moments[l][i], grads[i], learning_rate, step);
+                    examples::adam_update(params[i], first_moments[l][i], second_moments[l][i], grads[i], learning_rate,
+                                          step);
                 if (l > 0) grad = g.input.array() * (pre_activations[l - 1].array() > 0.0f).cast<float>();
             }
         }

@@ -322,28 +322,9 @@ public:
     /// wall time spent in the linear layers.
     RowMatrix hidden_states(const std::vector<std::vector<std::int32_t>>& batch,
                             const LinearInputObserver& observer = nullptr, double* linear_seconds = nullptr) const {
-        Eigen::Index tokens = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            if (batch[s].empty() || batch[s].size() > max_positions())
-                throw ModelError("sentence " + std::to_string(s) + " has " + std::to_string(batch[s].size()) +
-                                 " ids; the model takes 1 to " + std::to_string(max_positions()));
-            tokens += static_cast<Eigen::Index>(batch[s].size());
-        }
-        if (tokens == 0) throw ModelError("an empty batch");
+        RowMatrix x = embedding_output(batch);
+        const Eigen::Index tokens = x.rows();
         const int h = config_.hidden_size;
-        RowMatrix x(tokens, h);
-        Eigen::Index row = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s)
-            for (std::size_t p = 0; p < batch[s].size(); ++p, ++row) {
-                const std::int32_t id = batch[s][p];
-                if (id < 0 || id >= config_.vocab_size)
-                    throw ModelError("sentence " + std::to_string(s) + ": id " + std::to_string(id) + " at position " +
-                                     std::to_string(p) + " is outside the vocabulary of " + std::to_string(config_.vocab_size));
-                x.row(row) = word_embeddings_.row(id) + position_embeddings_.row(static_cast<Eigen::Index>(p)) +
-                             token_type_embeddings_.row(0);
-            }
-        bert_detail::layer_norm_rows(x, embedding_norm_, config_.layer_norm_eps);
-
         const int heads = config_.num_heads, head_dim = h / heads;
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         std::size_t index = 0;
@@ -400,6 +381,37 @@ public:
         }
         return out;
     }
+
+    /// The input of the first encoder layer [tokens, hidden] for the packed sentences `batch`: word +
+    /// position + token-type embeddings, LayerNorm'ed. Throws as hidden_states.
+    RowMatrix embedding_output(const std::vector<std::vector<std::int32_t>>& batch) const {
+        Eigen::Index tokens = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            if (batch[s].empty() || batch[s].size() > max_positions())
+                throw ModelError("sentence " + std::to_string(s) + " has " + std::to_string(batch[s].size()) +
+                                 " ids; the model takes 1 to " + std::to_string(max_positions()));
+            tokens += static_cast<Eigen::Index>(batch[s].size());
+        }
+        if (tokens == 0) throw ModelError("an empty batch");
+        RowMatrix x(tokens, config_.hidden_size);
+        Eigen::Index row = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s)
+            for (std::size_t p = 0; p < batch[s].size(); ++p, ++row) {
+                const std::int32_t id = batch[s][p];
+                if (id < 0 || id >= config_.vocab_size)
+                    throw ModelError("sentence " + std::to_string(s) + ": id " + std::to_string(id) + " at position " +
+                                     std::to_string(p) + " is outside the vocabulary of " +
+                                     std::to_string(config_.vocab_size));
+                x.row(row) = word_embeddings_.row(id) + position_embeddings_.row(static_cast<Eigen::Index>(p)) +
+                             token_type_embeddings_.row(0);
+            }
+        bert_detail::layer_norm_rows(x, embedding_norm_, config_.layer_norm_eps);
+
+        return x;
+    }
+
+    /// The encoder layers (their LayerNorms and linear layers).
+    const std::vector<EncoderLayer>& encoder_layers() const noexcept { return layers_; }
 
 private:
     BertConfig config_;

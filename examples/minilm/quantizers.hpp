@@ -24,6 +24,11 @@
 // model; with "-seq" the refit sees the partly quantized model's inputs, so it also corrects what the
 // earlier layers got wrong. With "-bc" the fit is to the centred inputs and targets, and the float bias
 // takes the mean of what is left: the least-squares fit with the layer's bias free as well.
+//
+// End-to-end distillation ("-e2e", after the other suffixes). The scales and biases of all 36 layers,
+// codes frozen, are then trained together by Adam so that the quantized model's last hidden states match
+// the float model's on the calibration sentences (distill.hpp): unlike -dwq, each layer can correct what
+// the others get wrong. Float scales only (the affine formats at 2 to 4 bits).
 #pragma once
 
 #include <cstddef>
@@ -42,6 +47,7 @@
 #include <lowbit/ptq/hqq.hpp>
 
 #include "bert.hpp"
+#include "distill.hpp"
 
 namespace minilm {
 
@@ -76,14 +82,16 @@ inline std::vector<RowMatrix> capture_linear_inputs(const BertModel& model, cons
 ///   gptq       lowbit::gptq on the layer's calibration inputs
 ///   clip-gptq  gptq with each group's range chosen by clip search (GptqOptions::clip_groups)
 /// each optionally followed by "-bc" (bias correction), then "-dwq" (scales and biases distilled to the
-/// float layer's outputs) and then "-seq" (calibration inputs from the partly quantized model); see the
-/// top of this file. "-seq" needs a calibrated method.
+/// float layer's outputs), then "-seq" (calibration inputs from the partly quantized model) and then
+/// "-e2e" (the scales and biases of all layers distilled together to the float model's embeddings on the
+/// calibration sentences: distill.hpp); see the top of this file. "-seq" needs a calibrated method.
 struct Method {
     enum class Kind { rtn, clip, hqq, gptq, clip_gptq };
     Kind kind = Kind::rtn;
     bool bias_corrected = false;
     bool distilled = false;
     bool sequential = false;
+    bool end_to_end = false;  ///< "-e2e": then every layer's scales and biases distilled together (distill.hpp)
 
     /// Parses a --methods name. Throws std::invalid_argument naming an unknown name or "-seq" on a
     /// method without calibration.
@@ -95,6 +103,7 @@ struct Method {
             return found;
         };
         Method method;
+        method.end_to_end = strip("-e2e");
         method.sequential = strip("-seq");
         method.distilled = strip("-dwq");
         method.bias_corrected = strip("-bc");
@@ -105,7 +114,7 @@ struct Method {
         else if (base == "clip-gptq") method.kind = Kind::clip_gptq;
         else
             throw std::invalid_argument("unknown method '" + name +
-                                        "' (rtn, clip, hqq, gptq, clip-gptq; then -bc, -dwq, -seq)");
+                                        "' (rtn, clip, hqq, gptq, clip-gptq; then -bc, -dwq, -seq, -e2e)");
         if (method.sequential && !method.calibrated())
             throw std::invalid_argument("method '" + name +
                                         "': only methods with calibration inputs (clip, gptq, clip-gptq, "
@@ -116,11 +125,11 @@ struct Method {
     std::string name() const {
         const char* names[] = {"rtn", "clip", "hqq", "gptq", "clip-gptq"};
         return std::string(names[static_cast<int>(kind)]) + (bias_corrected ? "-bc" : "") + (distilled ? "-dwq" : "") +
-               (sequential ? "-seq" : "");
+               (sequential ? "-seq" : "") + (end_to_end ? "-e2e" : "");
     }
 
     /// MLX's round-to-nearest itself (the reference every other method is compared with).
-    bool is_plain_rtn() const { return kind == Kind::rtn && !bias_corrected && !distilled; }
+    bool is_plain_rtn() const { return kind == Kind::rtn && !bias_corrected && !distilled && !end_to_end; }
 
     /// Whether the method needs the layers' calibration inputs.
     bool calibrated() const {
@@ -222,6 +231,32 @@ inline std::vector<lowbit::AnyQuantizedLinear> quantize_linear_layers(const Bert
             *partly_quantized.linear_layers()[l] = LinearLayer(as_quantized_layer(quantized.back(), lowbit::Activations::f32));
     }
     return quantized;
+}
+
+/// distill_end_to_end on quantized layers of one format (2, 3 or 4 bits, float scales: the MLX affine
+/// formats), returning them with the distilled scales and biases. Throws std::invalid_argument for
+/// layers of different formats or bits above 4.
+inline std::vector<lowbit::AnyQuantizedLinear> distill_layers_end_to_end(
+    const BertModel& float_model, const std::vector<lowbit::AnyQuantizedLinear>& quantized,
+    const std::vector<std::vector<std::int32_t>>& calibration, const EndToEndSettings& settings) {
+    const int group_size = quantized.front().group_size(), bits = quantized.front().bits();
+    return lowbit::dispatch_quantization(
+        group_size, bits, [&]<class Layer>(std::type_identity<Layer>) -> std::vector<lowbit::AnyQuantizedLinear> {
+            if constexpr (Layer::bits > 4) {
+                throw std::invalid_argument("-e2e runs at 2, 3 or 4 bits, got bits = " + std::to_string(bits));
+            } else {
+                std::vector<lowbit::DwqLinearOf<typename Layer::format>> layers;
+                for (const auto& layer : quantized) {
+                    const auto* typed = std::get_if<Layer>(&layer.variant());
+                    if (typed == nullptr) throw std::invalid_argument("-e2e needs every layer in one format");
+                    layers.emplace_back(*typed);
+                }
+                distill_end_to_end(float_model, layers, calibration, settings);
+                std::vector<lowbit::AnyQuantizedLinear> result;
+                for (const auto& layer : layers) result.emplace_back(layer.deploy());
+                return result;
+            }
+        });
 }
 
 }  // namespace minilm

@@ -19,6 +19,7 @@
 #include "data/minilm_reference.hpp"
 #include "io/io_support.hpp"
 #include "minilm/bert.hpp"
+#include "minilm/distill.hpp"
 #include "minilm/tokenizer.hpp"
 #include "support/random.hpp"
 
@@ -287,6 +288,44 @@ TEST_CASE("minilm BERT forward: a tiny random model against a naive padded forwa
         std::iota(in_order.begin(), in_order.end(), std::size_t{0});
         CHECK(seen == in_order);
     }
+}
+
+TEST_CASE("minilm end-to-end distillation: gradients against central differences of the loss", "[minilm]") {
+    auto rng = lowbit::test::make_rng(1303);
+    const TinyBert bert = make_tiny_bert(rng);
+    lowbit::test::TempDir dir;
+    write_model(bert, dir.path());
+    const minilm::BertModel model = minilm::BertModel::load(dir.path(), tiny_vocabulary.size());
+    const std::vector<std::vector<std::int32_t>> batch{{2, 5, 6, 7, 8, 3}, {2, 3}, {2, 9, 10, 11, 17, 23, 24, 19, 20, 3}};
+    std::vector<lowbit::DwqLinear<32, 4>> layers;
+    for (const auto* layer : model.linear_layers())
+        layers.emplace_back(lowbit::QuantizedLinear<32, 4>::from_linear(layer->float_layer()));
+
+    std::vector<lowbit::DwqLinear<32, 4>::Grads> grads;
+    const double loss = minilm::end_to_end_loss(model, layers, batch, &grads);
+    CHECK(loss == minilm::end_to_end_loss(model, layers, batch));  // the same forward with or without gradients
+    CHECK(loss > 1e-4);                                                // 4-bit codes: the model is not float's
+    REQUIRE(grads.size() == layers.size());
+    // In every layer, the scale and the bias with the largest gradient, against (L(p + h) - L(p - h)) / 2h.
+    for (std::size_t l = 0; l < layers.size(); ++l)
+        for (const bool bias : {false, true}) {
+            const lowbit::RowMatrixXf& gradient = bias ? grads[l].biases : grads[l].scales;
+            Eigen::Index row = 0, group = 0;
+            gradient.cwiseAbs().maxCoeff(&row, &group);
+            float& parameter = (bias ? layers[l].biases() : layers[l].scales())(row, group);
+            const float saved = parameter, h = 1e-2f * std::max(std::abs(saved), 1e-2f);
+            parameter = saved + h;
+            const double above = minilm::end_to_end_loss(model, layers, batch);
+            parameter = saved - h;
+            const double below = minilm::end_to_end_loss(model, layers, batch);
+            parameter = saved;
+            const double numeric = (above - below) / (2.0 * static_cast<double>(h));
+            INFO("layer " << l << (bias ? " bias" : " scale") << " [" << row << ", " << group << "]: analytic "
+                          << gradient(row, group) << ", central difference " << numeric);
+            CHECK(std::abs(numeric - gradient(row, group)) <= 2e-3 * std::abs(numeric) + 1e-6);
+        }
+    CHECK_THROWS_WITH(minilm::end_to_end_loss(model, std::vector<lowbit::DwqLinear<32, 4>>(layers.begin(), layers.end() - 1), batch),
+                      ContainsSubstring("11 layers for a model with 12"));
 }
 
 TEST_CASE("minilm BERT forward: bad model files and inputs", "[minilm]") {
