@@ -61,7 +61,7 @@ struct Terms {
         std::vector<float> a(static_cast<std::size_t>(groups));
         std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));
         for (Index m = 0; m < M; ++m) {
-            detail::reference::quantize_activations_int8<GroupSize>(x + m * x_stride, K, xq.data(), a.data());
+            detail::reference::quantize_x_int8_groups<GroupSize>(x + m * x_stride, K, xq.data(), a.data());
             for (Index n = 0; n < N; ++n) {
                 detail::reference::unpack_codes<Format::bits>(&q.codes(n, 0), static_cast<std::size_t>(K), codes.data());
                 double terms = 0.0, quantization = 0.0;
@@ -388,9 +388,9 @@ TEST_CASE("int8 activation quantizer: kernel equals reference, zero groups, ties
         std::vector<float> a_ref(x.size() / G);
         codes.assign(x.size(), 99);
         a.assign(x.size() / G, -1.0f);
-        detail::reference::quantize_activations_int8<G>(x.data(), K, codes_ref.data(), a_ref.data());
+        detail::reference::quantize_x_int8_groups<G>(x.data(), K, codes_ref.data(), a_ref.data());
         if constexpr (lowbit::detail::simd::enabled) {
-            detail::kernels::quantize_activations_int8<arch, G>(x.data(), K, codes.data(), a.data());
+            detail::kernels::quantize_x_int8_groups<arch, G>(x.data(), K, codes.data(), a.data());
             CHECK(codes == codes_ref);
             CHECK(a == a_ref);
         }

@@ -61,7 +61,7 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
             };
             for (Eigen::Index r = 0; r < r_count; ++r) {
                 const float* row = x + (m0 + r) * x_stride;
-                quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), a.data());
+                quantize_x_int8_groups<Arch, GroupSize>(row, K, xq.data(), a.data());
                 for (Eigen::Index g = 0; g < groups; ++g)
                     put(blocks.a.data() + m0 * packed_groups, r, g, a[static_cast<std::size_t>(g)]);
                 if constexpr (Sums == Int8RowSums::x) {

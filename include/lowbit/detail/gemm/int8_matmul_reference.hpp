@@ -42,7 +42,7 @@ namespace detail::reference {
 
 /// One row x[0, K) to codes xq[0, K) and scales a[0, K / GroupSize) (N11). x must be finite.
 template <int GroupSize>
-void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, float* a) {
+void quantize_x_int8_groups(const float* x, Eigen::Index K, std::int8_t* xq, float* a) {
     for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
         float largest = 0.0f;
         for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) largest = std::max(largest, std::fabs(x[k]));
@@ -65,7 +65,7 @@ void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M
     std::vector<std::int8_t> xq(static_cast<std::size_t>(M * K));
     std::vector<float> a(static_cast<std::size_t>(M * groups)), x_sum(static_cast<std::size_t>(M * groups));
     for (Eigen::Index m = 0; m < M; ++m) {
-        quantize_activations_int8<GroupSize>(x + m * x_stride, K, xq.data() + m * K, a.data() + m * groups);
+        quantize_x_int8_groups<GroupSize>(x + m * x_stride, K, xq.data() + m * K, a.data() + m * groups);
         for (Eigen::Index g = 0; g < groups; ++g) {
             float sum = 0.0f;
             for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) sum += x[m * x_stride + k];

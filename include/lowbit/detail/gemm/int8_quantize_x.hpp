@@ -1,7 +1,7 @@
 // Activation quantization of the int8 matmul path (docs/numerics.md N11), vectorized with xsimd and
 // run once per call: per row m and weight group g, a[m,g] = fl(max |x| / 127) and
 // xq = clamp(RNE(fl(x / a)), -127, 127) (0 where a = 0), bit-identical to
-// reference::quantize_activations_int8 (the same IEEE divisions and round-to-nearest-even).
+// reference::quantize_x_int8_groups (the same IEEE divisions and round-to-nearest-even).
 #pragma once
 
 #include "../config.hpp"
@@ -19,10 +19,10 @@ namespace detail::kernels {
 
 /// One row x[0, K) (finite) to codes xq[0, K) and scales a[0, K / GroupSize).
 template <class Arch, int GroupSize>
-void quantize_activations_int8(const float* x, Eigen::Index K, std::int8_t* xq, float* a) {
+void quantize_x_int8_groups(const float* x, Eigen::Index K, std::int8_t* xq, float* a) {
     using batch = xsimd::batch<float, Arch>;
     constexpr Eigen::Index W = static_cast<Eigen::Index>(batch::size);
-    static_assert(GroupSize % W == 0, "quantize_activations_int8: GroupSize must be a multiple of the lanes");
+    static_assert(GroupSize % W == 0, "quantize_x_int8_groups: GroupSize must be a multiple of the lanes");
     for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
         const float* group = x + g * GroupSize;
         batch largest(0.0f);

@@ -78,16 +78,16 @@ void permute_x_int8(const std::int8_t* xq, Eigen::Index K, std::int8_t* x_perm, 
 }
 
 /// Prepared activations: per row the permuted codes, a and xsum (both padded with zeros).
-struct Int8Activations {
+struct Int8GroupActivations {
     Eigen::Index x_length = 0, groups = 0;  ///< per-row strides of x_perm and of a / x_sum
     std::vector<std::int8_t, xsimd::aligned_allocator<std::int8_t, 64>> x_perm;
     std::vector<float> a, x_sum;
 };
 
 template <class Arch, class Ops, int GroupSize, int Bits>
-Int8Activations prepare_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
+Int8GroupActivations prepare_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
     using layout = Int8Layout<Ops, GroupSize, Bits>;
-    Int8Activations act;
+    Int8GroupActivations act;
     act.x_length = layout::x_length(K);
     act.groups = layout::padded_groups(K);
     act.x_perm.resize(static_cast<std::size_t>(M * act.x_length));
@@ -98,7 +98,7 @@ Int8Activations prepare_activations_int8(const float* x, Eigen::Index x_stride, 
     std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
     for (Eigen::Index m = 0; m < M; ++m) {
         const float* row = x + m * x_stride;
-        quantize_activations_int8<Arch, GroupSize>(row, K, xq.data(), act.a.data() + m * act.groups);
+        quantize_x_int8_groups<Arch, GroupSize>(row, K, xq.data(), act.a.data() + m * act.groups);
         permute_x_int8<layout>(xq.data(), K, act.x_perm.data() + m * act.x_length, Ops::bytes);
         group_sums<Arch, GroupSize>(row, K, 1, K, act.x_sum.data() + m * act.groups);
     }
@@ -109,7 +109,7 @@ Int8Activations prepare_activations_int8(const float* x, Eigen::Index x_stride, 
 /// whose code bytes are `bytes` (row_bytes(K) of them; read through a zero-padded copy at the tail).
 template <class Ops, int GroupSize, int Bits, int MR>
 LOWBIT_ALWAYS_INLINE inline void int8_row_dot(const std::uint8_t* bytes, Eigen::Index K, const float* scales,
-                                              const float* biases, const Int8Activations& act, Eigen::Index m0,
+                                              const float* biases, const Int8GroupActivations& act, Eigen::Index m0,
                                               float* out, Eigen::Index out_stride) {
     using layout = Int8Layout<Ops, GroupSize, Bits>;
     using vec = typename Ops::vec;
@@ -211,7 +211,7 @@ void qgemv_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
               float* out, Eigen::Index out_stride) {
     using layout = Int8Layout<Ops, GroupSize, Bits>;
     const Eigen::Index N = q.rows(), K = q.cols();
-    const Int8Activations act = prepare_activations_int8<Arch, Ops, GroupSize, Bits>(x, x_stride, M, K);
+    const Int8GroupActivations act = prepare_activations_int8<Arch, Ops, GroupSize, Bits>(x, x_stride, M, K);
     const Eigen::Index row_bytes = layout::row_bytes(K);
     // About 256 KiB of codes per range (a worker's worth), walked in slices of about 8 KiB that stay
     // in L1 while every block of 4 activation rows passes over them (a larger slice evicts the
