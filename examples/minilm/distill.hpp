@@ -71,10 +71,7 @@ inline RowMatrix layer_norm_backward(const RowMatrix& dy, const LayerNorm& norm,
     return dx;
 }
 
-/// GELU (erf form) and its derivative Phi(v) + v phi(v).
-inline RowMatrix gelu(const RowMatrix& x) {
-    return x.unaryExpr([](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
-}
+/// The derivative of GELU (erf form, bert_detail::gelu_erf): Phi(v) + v phi(v).
 inline RowMatrix gelu_derivative(const RowMatrix& x) {
     return x.unaryExpr([](float v) {
         return 0.5f * (1.0f + std::erf(v * 0.70710678118654752f)) + v * 0.39894228040143268f * std::exp(-0.5f * v * v);
@@ -138,7 +135,8 @@ double end_to_end_loss(const BertModel& float_model, const std::vector<lowbit::D
         c.x1 = layer_norm_forward(x + linear[3].forward(c.context), encoder[l].attention_norm, config.layer_norm_eps,
                                   c.norm1);
         c.inner_pre = linear[4].forward(c.x1);
-        c.inner = gelu(c.inner_pre);
+        c.inner = c.inner_pre;
+        bert_detail::gelu_erf(c.inner);
         x = layer_norm_forward(c.x1 + linear[5].forward(c.inner), encoder[l].output_norm, config.layer_norm_eps, c.norm2);
     }
 
