@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <unsupported/Eigen/CXX11/Tensor>
+
 #include <lowbit/lowbit.hpp>
 
 #include "quantized_input.hpp"

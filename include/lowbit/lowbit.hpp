@@ -7,10 +7,9 @@
 // LoRA adapters on a frozen quantized layer (lora_linear.hpp) and trained group scales and biases
 // (dwq_linear.hpp). A program that uses only one side may include that header instead and parse less. Opt-in, because a
 // program calls them in one place and they take seconds to parse in every translation unit: post-training quantization,
-// <lowbit/ptq.hpp>, and checkpoint IO, <lowbit/io.hpp>.
+// <lowbit/ptq.hpp>, and checkpoint IO, <lowbit/io.hpp>. Eigen::Tensor inputs are accepted wherever a matrix
+// is; a program that makes one includes <unsupported/Eigen/CXX11/Tensor> itself (lowbit only declares it).
 #pragma once
-
-#include <unsupported/Eigen/CXX11/Tensor>
 
 #include "dwq_linear.hpp"
 #include "inference.hpp"

@@ -1,8 +1,8 @@
 // lowbit for quantization-aware training only: FakeQuantize and observers, the STE functions, the
 // BitNet b1.58 quantizers, BitLinear, GroupFakeQuantize (with QuantizedMatrix, the format it trains
 // for), and the thread count; no inference kernels but TernaryLinear's (BitLinear::deploy returns one).
-// Includes Eigen's Tensor module (the QAT functions take tensors). <lowbit/lowbit.hpp> includes this
-// and everything else.
+// The QAT functions take Eigen::Tensor inputs too, once the caller includes Eigen's Tensor module.
+// <lowbit/lowbit.hpp> includes this and everything else.
 #pragma once
 
 #include "version.hpp"

@@ -22,15 +22,8 @@
 
 #include "activations.hpp"
 #include "detail/dispatch/formats.hpp"
+#include "detail/tensor_like.hpp"
 #include "quantized_matrix.hpp"
-
-// Eigen::Tensor is declared here, not defined: forward(Tensor) is a template that only a caller holding
-// a Tensor instantiates, and that caller has included <unsupported/Eigen/CXX11/Tensor>. So users of
-// <lowbit/inference.hpp> do not parse Eigen's Tensor module (<lowbit/lowbit.hpp> still includes it).
-namespace Eigen {
-template <typename Scalar_, int NumIndices_, int Options_, typename IndexType_>
-class Tensor;
-}  // namespace Eigen
 
 LOWBIT_BEGIN_NAMESPACE
 

@@ -28,6 +28,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -145,7 +146,12 @@ public:
     }
 
     /// out [M, out_features] (row-major span) = forward of x [M, in_features] (row-major span).
-    void forward(std::span<const float> x, Eigen::Index M, std::span<float> out) const {
+    /// (A template only so that the int8 GEMM is compiled where forward is called, not in every
+    /// translation unit that includes this header; Float is always float.)
+    template <class Float = float>
+    void forward(std::span<const std::type_identity_t<Float>> x, Eigen::Index M,
+                 std::span<std::type_identity_t<Float>> out) const {
+        static_assert(std::is_same_v<Float, float>, "lowbit::TernaryLinear::forward takes float spans");
         constexpr const char* function = "lowbit::TernaryLinear::forward";
         require_initialised(function);
         if (M < 0) throw std::invalid_argument(std::string(function) + ": M = " + std::to_string(M) + " is negative");

@@ -26,6 +26,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <unsupported/Eigen/CXX11/Tensor>
+
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -485,7 +487,7 @@ TEST_CASE("property: ste_forward ternary_ste and int8_ste match the reference pa
                     std::isfinite(low_end) && std::isfinite(high_end)));
             continue;
         }
-        lowbit::detail::FakeQuantParams params;
+        lowbit::FakeQuantParams params;
         params.scale = scale;
         params.code_min = low;
         params.code_max = high;
@@ -507,7 +509,7 @@ TEST_CASE("property: ste_forward ternary_ste and int8_ste match the reference pa
         });
         if (rounding != Rounding::stochastic) {
             std::vector<float> ternary_expected(xs.size()), int8_expected(xs.size());
-            lowbit::detail::FakeQuantParams ternary = params, int8 = params;
+            lowbit::FakeQuantParams ternary = params, int8 = params;
             ternary.code_min = -1.0f;
             ternary.code_max = 1.0f;
             int8.code_min = -127.0f;

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <unsupported/Eigen/CXX11/Tensor>
+
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 

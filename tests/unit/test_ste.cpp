@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include <unsupported/Eigen/CXX11/Tensor>
+
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <type_traits>
+
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
 
@@ -39,19 +41,22 @@ inline constexpr Eigen::Index inverse_block_columns = 256;
 /// U (upper triangular, n x n) of `h` + damping * I, or false when the Cholesky factorization fails or
 /// U has a non-finite entry or a non-positive diagonal. `h` (symmetric, full storage) is used as
 /// scratch: on return its strict upper triangle holds H reversed (P H P), enough for another attempt
-/// by restore_reversed_hessian; its lower triangle and diagonal are overwritten.
-inline bool inverse_cholesky_upper(Eigen::MatrixXf& h, const Eigen::VectorXf& diagonal, float damping,
-                                   Eigen::MatrixXf& upper) {
+/// by restore_reversed_hessian; its lower triangle and diagonal are overwritten. (Both functions here
+/// that factor are templates, always on Eigen::MatrixXf, so that Eigen's LLT is compiled only where
+/// GPTQ runs, not in every translation unit that includes <lowbit/ptq.hpp>.)
+template <class Matrix>
+bool inverse_cholesky_upper(Matrix& h, const Eigen::VectorXf& diagonal, float damping, Matrix& upper) {
+    static_assert(std::is_same_v<Matrix, Eigen::MatrixXf>);
     const Eigen::Index n = h.rows();
     h.diagonal() = diagonal.reverse().array() + damping;
-    Eigen::LLT<Eigen::Ref<Eigen::MatrixXf>, Eigen::Lower> cholesky(h);  // in place, lower triangle
+    Eigen::LLT<Eigen::Ref<Matrix>, Eigen::Lower> cholesky(h);  // in place, lower triangle
     if (cholesky.info() != Eigen::Success) return false;
     upper.setZero(n, n);
     for (Eigen::Index k = 0; k < n; k += inverse_block_columns) {
         const Eigen::Index width = std::min(inverse_block_columns, n - k);
         auto columns = upper.block(k, k, n - k, width);  // column k + c of L^-1 is zero above row k + c
         columns.topRows(width).setIdentity();
-        h.bottomRightCorner(n - k, n - k).triangularView<Eigen::Lower>().solveInPlace(columns);
+        h.bottomRightCorner(n - k, n - k).template triangularView<Eigen::Lower>().solveInPlace(columns);
     }
     reverse_square(upper);  // P L^-1 P: lower becomes upper
     return upper.allFinite() && (upper.diagonal().array() > 0.0f).all();
@@ -75,14 +80,16 @@ namespace reference {
 
 /// The direct computation of inverse_cholesky_upper: LLT of P (H + d I) P, L^-1 by a solve against the
 /// identity, reversed. Same contract for the result; h is not changed.
-inline bool inverse_cholesky_upper(const Eigen::MatrixXf& h, float damping, Eigen::MatrixXf& upper) {
+template <class Matrix>
+bool inverse_cholesky_upper(const Matrix& h, float damping, Matrix& upper) {
+    static_assert(std::is_same_v<Matrix, Eigen::MatrixXf>);
     const Eigen::Index n = h.rows();
-    Eigen::MatrixXf reversed = h;
+    Matrix reversed = h;
     reverse_square(reversed);
     reversed.diagonal().array() += damping;
-    Eigen::LLT<Eigen::MatrixXf> cholesky(reversed);
+    Eigen::LLT<Matrix> cholesky(reversed);
     if (cholesky.info() != Eigen::Success) return false;
-    Eigen::MatrixXf inverse = Eigen::MatrixXf::Identity(n, n);
+    Matrix inverse = Matrix::Identity(n, n);
     cholesky.matrixL().solveInPlace(inverse);
     reverse_square(inverse);
     upper = inverse;
