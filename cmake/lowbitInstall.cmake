@@ -12,12 +12,18 @@ if(TARGET lowbit_io)
   install(TARGETS lowbit_io EXPORT lowbitIoTargets)
   install(EXPORT lowbitIoTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
 endif()
+# lowbit::kernels (cmake/lowbitKernels.cmake) likewise, where it is built.
+if(TARGET lowbit_kernels)
+  install(TARGETS lowbit_kernels EXPORT lowbitKernelsTargets)
+  install(EXPORT lowbitKernelsTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+endif()
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/lowbitConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/lowbitConfig.cmake"
   INSTALL_DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
-# Header-only: the same package serves every architecture and pointer size.
+# The headers serve every architecture and pointer size; lowbit::kernels, where installed, only the
+# instruction set it was compiled for (it carries its -march to its users).
 write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/lowbitConfigVersion.cmake"
   COMPATIBILITY SameMinorVersion

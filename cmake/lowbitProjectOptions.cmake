@@ -28,32 +28,3 @@ function(lowbit_project_target target)
     target_compile_definitions(${target} PRIVATE LOWBIT_FORCE_SCALAR)
   endif()
 endfunction()
-
-# lowbit_shared_kernels(<target>): the target's sources only declare each format's kernels (matmul and
-# row quantizer; LOWBIT_EXTERN_KERNELS) and link one copy of them, compiled from src/kernel_instances.cpp
-# (include/lowbit/detail/dispatch/format_instances.hpp): each format's kernels are compiled once per
-# build, not once per translation unit that multiplies or quantizes (many minutes of CI time). The file
-# is compiled once per shard (LOWBIT_INSTANCE_SHARDS object libraries, each the formats at positions
-# shard, shard + shards, ... of the list), so a parallel build spreads them over the cores. The object
-# libraries get the same flags as the targets (lowbit_project_target). LOWBIT_SHARED_KERNELS=OFF
-# compiles them in each unit instead, which pays for a narrow build that multiplies in a few units (the
-# xsimd13 and tsan presets).
-option(LOWBIT_SHARED_KERNELS "Compile the matmul kernels and row quantizers once for lowbit's tests, examples and benchmark" ON)
-set(LOWBIT_INSTANCE_SHARDS 6 CACHE STRING "Object files the shared kernels are spread over")
-function(lowbit_shared_kernels target)
-  if(NOT LOWBIT_SHARED_KERNELS)
-    return()
-  endif()
-  math(EXPR last_shard "${LOWBIT_INSTANCE_SHARDS} - 1")
-  foreach(shard RANGE ${last_shard})
-    set(library lowbit-kernel-instances-${shard})
-    if(NOT TARGET ${library})
-      add_library(${library} OBJECT "${PROJECT_SOURCE_DIR}/src/kernel_instances.cpp")
-      lowbit_project_target(${library})
-      target_compile_definitions(${library} PRIVATE LOWBIT_EXTERN_KERNELS LOWBIT_INSTANCE_SHARD=${shard}
-                                                    LOWBIT_INSTANCE_SHARDS=${LOWBIT_INSTANCE_SHARDS})
-    endif()
-    target_link_libraries(${target} PRIVATE ${library})
-  endforeach()
-  target_compile_definitions(${target} PRIVATE LOWBIT_EXTERN_KERNELS)
-endfunction()

@@ -1,10 +1,9 @@
-// The kernels of every format in LOWBIT_FORMAT_LIST, compiled once for lowbit's own executables (tests
-// and examples, built with LOWBIT_EXTERN_KERNELS: cmake/lowbitProjectOptions.cmake,
-// lowbit_shared_kernels; include/lowbit/detail/dispatch/format_instances.hpp). The build compiles this
-// file LOWBIT_INSTANCE_SHARDS times, with LOWBIT_INSTANCE_SHARD = 0, 1, ...; each compiles the formats
-// whose position in the list leaves that remainder, so a parallel build spreads them over the cores.
-// The other formats get FormatKernels<Format, false>, which is empty. The library itself is header-only
-// and needs none of this.
+// lowbit::kernels (cmake/lowbitKernels.cmake): the kernels of every format in LOWBIT_FORMAT_LIST,
+// compiled once for every program that links the target (its users compile with LOWBIT_EXTERN_KERNELS:
+// include/lowbit/detail/dispatch/format_instances.hpp). The build compiles this file
+// LOWBIT_INSTANCE_SHARDS times, with LOWBIT_INSTANCE_SHARD = 0, 1, ...; each compiles the formats whose
+// position in the list leaves that remainder, so a parallel build spreads them over the cores. The
+// other formats get FormatKernels<Format, false>, which is empty. Header-only use needs none of this.
 #include <lowbit/quantized_linear.hpp>
 
 #if !defined(LOWBIT_INSTANCE_SHARD) || !defined(LOWBIT_INSTANCE_SHARDS)

@@ -64,4 +64,7 @@ run_step("build" ${CMAKE_COMMAND} --build "${CONSUMER_WORK_DIR}/build")
 run_step("run" "${CONSUMER_WORK_DIR}/build/consumer")
 if(CONSUMER STREQUAL "find_package")  # the installed lowbit::io export; add_subdirectory has the alias
   run_step("run the checkpoint IO consumer" "${CONSUMER_WORK_DIR}/build/consumer_io")
+  if(EXISTS "${LOWBIT_BINARY_DIR}/lowbit_kernels")
+    run_step("run the consumer linked to lowbit::kernels" "${CONSUMER_WORK_DIR}/build/consumer_kernels")
+  endif()
 endif()

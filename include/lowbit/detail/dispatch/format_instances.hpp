@@ -11,8 +11,8 @@
 //     <lowbit/lowbit.hpp> (or <lowbit/quantized_linear.hpp>).
 // Nothing changes in the results: the same functions run, from one copy. The entries do not record
 // kernel paths (their callers do), so the copy is the same with or without LOWBIT_RECORD_KERNEL_PATHS.
-// lowbit's own tests and examples build this way (src/kernel_instances.cpp). Header-only use needs
-// neither macro.
+// The CMake target lowbit::kernels (cmake/lowbitKernels.cmake, src/kernel_instances.cpp) does both for
+// every format; lowbit's own tests, examples and benchmark link it. Header-only use needs neither macro.
 #pragma once
 
 #include "../../formats/formats.hpp"
