@@ -249,7 +249,7 @@ public:
                        float grad_factor = 1.0f) const {
         detail::require_same_size("lowbit::FakeQuantize::backward_lsq", "grad", grad.size(), "input", input.size());
         detail::require_same_size("lowbit::FakeQuantize::backward_lsq", "grad", grad.size(), "out", out.size());
-        detail::FakeQuantParams p = params();
+        FakeQuantParams p = params();
         if (p.rounding == Rounding::stochastic) p.rounding = Rounding::half_away_from_zero;
         const float low_step = static_cast<float>(qmin() - zero_point_);
         const float high_step = static_cast<float>(qmax() - zero_point_);
@@ -295,9 +295,10 @@ public:
         return {std::move(grad_input), grad_scale};
     }
 
-    /// The kernel parameters of the current qparams (for detail code and tests).
-    detail::FakeQuantParams params() const noexcept {
-        detail::FakeQuantParams p;
+    /// The current qparams as one forward pass's parameters (<lowbit/fake_quant_params.hpp>: scale,
+    /// zero point, code range, rounding; what forward computes with).
+    FakeQuantParams params() const noexcept {
+        FakeQuantParams p;
         p.scale = scale_;
         p.zero_point = static_cast<float>(zero_point_);
         p.code_min = static_cast<float>(qmin());
@@ -306,8 +307,9 @@ public:
         p.rounding = config_.rounding;
         return p.finish();
     }
-    detail::MaskParams mask() const noexcept {
-        detail::MaskParams m;
+    /// The pass band backward_clamped applies with the current qparams and config().gradient_mask.
+    GradientMaskParams mask() const noexcept {
+        GradientMaskParams m;
         m.code = params();
         if (m.code.rounding == Rounding::stochastic) m.code.rounding = Rounding::half_away_from_zero;
         m.on_rounded_code = config_.gradient_mask == GradientMask::rounded_code;

@@ -35,18 +35,22 @@ public:
     static constexpr int group_size = Format::group_size;
     static constexpr int bits = Format::bits;
 
-    /// w [out, in] (any float dense expression) -> dequantize(quantize<Format>(w)) [out, in].
+    /// w [out, in] (any float dense expression) -> dequantize(quantize<Format>(w)) [out, in], in w's own
+    /// matrix type (Derived::PlainObject: a column-major w gives a column-major result), as
+    /// FakeQuantize::forward returns its input's type.
     template <class Derived>
-    RowMatrixXf forward(const Eigen::MatrixBase<Derived>& w) const {
+    typename Derived::PlainObject forward(const Eigen::MatrixBase<Derived>& w) const {
         static_assert(std::is_same_v<typename Derived::Scalar, float>,
                       "lowbit::GroupFakeQuantize::forward takes a float matrix");
         return dequantize(
             detail::quantize_format(detail::FormatTag<Format>{}, "lowbit::GroupFakeQuantize::forward", w));
     }
 
-    /// Straight-through gradient with respect to w: grad itself, after checking it has w's shape.
+    /// Straight-through gradient with respect to w: grad itself (in grad's matrix type), after checking
+    /// it has w's shape.
     template <class GradDerived, class WeightDerived>
-    RowMatrixXf backward(const Eigen::MatrixBase<GradDerived>& grad, const Eigen::MatrixBase<WeightDerived>& w) const {
+    typename GradDerived::PlainObject backward(const Eigen::MatrixBase<GradDerived>& grad,
+                                               const Eigen::MatrixBase<WeightDerived>& w) const {
         static_assert(std::is_same_v<typename GradDerived::Scalar, float> &&
                           std::is_same_v<typename WeightDerived::Scalar, float>,
                       "lowbit::GroupFakeQuantize::backward takes float matrices");

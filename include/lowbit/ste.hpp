@@ -95,14 +95,14 @@ inline std::vector<float> ste_forward(std::span<const float> x, float scale, flo
 template <detail::TensorLike X>
 detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float max_val,
                                 Rounding rounding = Rounding::half_away_from_zero) {
-    const detail::FakeQuantParams params = detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding);
+    const FakeQuantParams params = detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, rounding);
     return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
         detail::ste_run("lowbit::ste_forward", params, nullptr, in, out);
     });
 }
 template <detail::TensorLike X>
 detail::result_t<X> ste_forward(const X& x, float scale, float min_val, float max_val, UniformStream& stream) {
-    const detail::FakeQuantParams params =
+    const FakeQuantParams params =
         detail::ste_params("lowbit::ste_forward", scale, min_val, max_val, Rounding::stochastic);
     return detail::map_tensor(x, [&](std::span<const float> in, std::span<float> out) {
         detail::ste_run("lowbit::ste_forward", params, &stream, in, out);

@@ -27,6 +27,8 @@ using lowbit::test::first_difference;
 namespace detail = lowbit::detail;
 namespace kernels = lowbit::detail::kernels;
 namespace simd = lowbit::detail::simd;
+using lowbit::FakeQuantParams;
+using lowbit::GradientMaskParams;
 using lowbit::Rounding;
 
 constexpr float inf = std::numeric_limits<float>::infinity();
@@ -45,7 +47,8 @@ constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 
 /// x values: uniform over a little more than the code range, exact and near ties k + 0.5 (in units of
 /// s), the range ends and specials; `tie_fraction` of them ties.
-[[maybe_unused]] std::vector<float> make_inputs(std::mt19937_64& rng, std::size_t count, const detail::FakeQuantParams& params) {
+[[maybe_unused]] std::vector<float> make_inputs(std::mt19937_64& rng, std::size_t count,
+                                                const FakeQuantParams& params) {
     std::uniform_real_distribution<float> code(params.code_min - 3.0f, params.code_max + 3.0f);
     std::uniform_int_distribution<int> kind(0, 9);
     const std::vector<float> specials = special_values(params.scale);
@@ -63,7 +66,7 @@ constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 }
 
 struct ParamCase {
-    detail::FakeQuantParams params;
+    FakeQuantParams params;
     const char* what;
 };
 
@@ -78,7 +81,7 @@ struct ParamCase {
     const float scales[] = {0.2f, 0.5f, 0.011764706f, 3.7f, 1e-3f, 1e-39f, 1e38f};
     // STE bounds that are not integers (z = 0): the outer clamp after rounding.
     for (Rounding rounding : {Rounding::half_away_from_zero, Rounding::half_to_even}) {
-        detail::FakeQuantParams p;
+        FakeQuantParams p;
         p.scale = 0.3f;
         p.code_min = -2.5f;
         p.code_max = 1.25f;
@@ -90,7 +93,7 @@ struct ParamCase {
         for (bool multiply : {false, true}) {
             for (const Range& range : ranges) {
                 for (float scale : scales) {
-                    detail::FakeQuantParams p;
+                    FakeQuantParams p;
                     p.scale = scale;
                     p.zero_point = range.zero;
                     p.code_min = range.min;
@@ -106,8 +109,8 @@ struct ParamCase {
     return cases;
 }
 
-[[maybe_unused]] detail::MaskParams band_mask(const detail::FakeQuantParams& params) {
-    detail::MaskParams mask;
+[[maybe_unused]] GradientMaskParams band_mask(const FakeQuantParams& params) {
+    GradientMaskParams mask;
     mask.code = params;
     mask.low = (params.code_min - params.zero_point) * params.scale;
     mask.high = (params.code_max - params.zero_point) * params.scale;
@@ -115,7 +118,7 @@ struct ParamCase {
 }
 
 /// The quotients the kernels can use for params (divide also through the checked reciprocal path).
-[[maybe_unused]] std::vector<kernels::Quotient> quotients_for(const detail::FakeQuantParams& params) {
+[[maybe_unused]] std::vector<kernels::Quotient> quotients_for(const FakeQuantParams& params) {
     if (params.multiply_by_reciprocal) return {kernels::Quotient::multiply};
     std::vector<kernels::Quotient> result{kernels::Quotient::divide};
     if (kernels::reciprocal_check_applies(params)) result.push_back(kernels::Quotient::divide_checked);
@@ -127,8 +130,8 @@ using arch = simd::arch;
 constexpr std::size_t lanes = simd::width<float>;
 
 /// Runs forward (and both masks) on x at the given output misalignment, kernel vs reference.
-void check_all_passes(const detail::FakeQuantParams& params, const std::vector<float>& x, std::size_t offset,
-                      bool stream, const std::vector<float>& grad) {
+void check_all_passes(const FakeQuantParams& params, const std::vector<float>& x, std::size_t offset, bool stream,
+                      const std::vector<float>& grad) {
     const std::size_t n = x.size();
     std::vector<float> expected(n), actual_storage(n + offset + lanes);
     detail::reference::fake_quantize_forward(params, x.data(), expected.data(), n);
@@ -144,7 +147,7 @@ void check_all_passes(const detail::FakeQuantParams& params, const std::vector<f
         CHECK(at == -1);
     }
     for (bool on_code : {false, true}) {
-        detail::MaskParams mask = band_mask(params);
+        GradientMaskParams mask = band_mask(params);
         mask.on_rounded_code = on_code;
         std::vector<float> expected_grad(n);
         detail::reference::backward_clamped(mask, grad.data(), x.data(), expected_grad.data(), n);
@@ -212,7 +215,7 @@ TEST_CASE("fake-quant kernels pass NaN, +-Inf, +-0 and denormals like the refere
     for (const ParamCase& c : param_cases()) {
         std::vector<float> x = special_values(c.params.scale);
         // Band edges and their neighbours.
-        const detail::MaskParams mask = band_mask(c.params);
+        const GradientMaskParams mask = band_mask(c.params);
         for (float edge : {mask.low, mask.high}) {
             x.push_back(edge);
             x.push_back(std::nextafter(edge, inf));
@@ -226,7 +229,7 @@ TEST_CASE("fake-quant kernels pass NaN, +-Inf, +-0 and denormals like the refere
 TEST_CASE("RHAZ and RNE kernels equal std::round and std::nearbyint over a sweep of every float magnitude",
           "[kernels][fake_quantize]") {
     // Codes unclamped (range +-FLT_MAX), s = 1 with the multiply quotient: y = R(x) exactly.
-    detail::FakeQuantParams params;
+    FakeQuantParams params;
     params.scale = 1.0f;
     params.code_min = -std::numeric_limits<float>::max();
     params.code_max = std::numeric_limits<float>::max();
@@ -292,7 +295,7 @@ TEST_CASE("calibration min/max kernel equals the reference", "[kernels][min_max]
 TEST_CASE("streaming and threaded dispatch of large arrays equal the reference", "[kernels][fake_quantize][threads]") {
     auto rng = lowbit::test::make_rng(304);
     const std::size_t n = detail::streaming_min_count + 3 * lanes + 5;  // streaming path, odd tail
-    detail::FakeQuantParams params;
+    FakeQuantParams params;
     params.scale = 0.05f;
     params.zero_point = 3.0f;
     params.code_min = 0.0f;
@@ -307,7 +310,7 @@ TEST_CASE("streaming and threaded dispatch of large arrays equal the reference",
         // Output misaligned by one float: the streaming head goes through the padded batch.
         detail::fake_quantize_forward(params, x.data(), actual.data() + 1, n);
         CHECK(first_difference(expected, std::vector<float>(actual.begin() + 1, actual.end())) == -1);
-        const detail::MaskParams mask = band_mask(params);
+        const GradientMaskParams mask = band_mask(params);
         std::vector<float> expected_grad(n);
         detail::reference::backward_clamped(mask, grad.data(), x.data(), expected_grad.data(), n);
         detail::backward_clamped(mask, grad.data(), x.data(), actual.data(), n);
@@ -325,7 +328,7 @@ TEST_CASE("streaming and threaded dispatch of large arrays equal the reference",
 TEST_CASE("stochastic forward is the same for every thread count", "[kernels][fake_quantize][threads]") {
     auto rng = lowbit::test::make_rng(305);
     const std::size_t n = 3 * detail::elementwise_grain + 17;
-    detail::FakeQuantParams params;
+    FakeQuantParams params;
     params.scale = 0.1f;
     params.rounding = Rounding::stochastic;
     params.finish();

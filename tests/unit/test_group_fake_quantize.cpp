@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -98,6 +99,22 @@ TEST_CASE("GroupFakeQuantize backward is the straight-through gradient", "[group
     const RowMatrixXf grad = Eigen::Map<const RowMatrixXf>(grad_values.data(), 4, 128);
     const lowbit::GroupFakeQuantize<64, 4> weight_quantizer;
     CHECK(bit_equal(weight_quantizer.backward(grad, w), grad));
+}
+
+TEST_CASE("GroupFakeQuantize returns its input's matrix type, with the same values in either layout",
+          "[group_fake_quantize]") {
+    auto rng = lowbit::test::make_rng(701);
+    const RowMatrixXf w = training_weights(rng, 3, 128, 64);
+    const Eigen::MatrixXf w_columns = w;  // column-major, as Eigen's default MatrixXf
+    const lowbit::GroupFakeQuantize<64, 4> weight_quantizer;
+    const auto fake_rows = weight_quantizer.forward(w);
+    const auto fake_columns = weight_quantizer.forward(w_columns);
+    STATIC_REQUIRE(std::is_same_v<std::remove_const_t<decltype(fake_rows)>, RowMatrixXf>);
+    STATIC_REQUIRE(std::is_same_v<std::remove_const_t<decltype(fake_columns)>, Eigen::MatrixXf>);
+    CHECK(bit_equal(RowMatrixXf(fake_columns), fake_rows));
+    const auto grad_columns = weight_quantizer.backward(w_columns, w_columns);
+    STATIC_REQUIRE(std::is_same_v<std::remove_const_t<decltype(grad_columns)>, Eigen::MatrixXf>);
+    CHECK(bit_equal(RowMatrixXf(grad_columns), w));
 }
 
 TEST_CASE("GroupFakeQuantize rejects bad input with the sizes named", "[group_fake_quantize]") {

@@ -199,7 +199,7 @@ TEST_CASE("element-wise passes equal the 1-thread result and the reference at ev
         lowbit::detail::reference::fake_quantize_forward_stochastic(stochastic.params(), lowbit::UniformStream(77), 0,
                                                                     x.data(), stochastic_expected.data(), count);
         {
-            lowbit::detail::FakeQuantParams ste;
+            lowbit::FakeQuantParams ste;
             ste.scale = 0.25f;
             ste.code_min = -3.0f;
             ste.code_max = 3.0f;

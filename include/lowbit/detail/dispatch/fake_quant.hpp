@@ -52,8 +52,8 @@ inline void fake_quantize_forward_range(const FakeQuantParams& params, kernels::
 }
 
 /// out = grad where input passes the mask, else +0, over one range.
-inline void backward_clamped_range(const MaskParams& mask, kernels::Quotient quotient, bool stream, const float* grad,
-                                   const float* input, float* out, std::size_t count) {
+inline void backward_clamped_range(const GradientMaskParams& mask, kernels::Quotient quotient, bool stream,
+                                   const float* grad, const float* input, float* out, std::size_t count) {
     if constexpr (simd::enabled) {
         record(KernelOp::backward_clamped, KernelPath::simd);
         kernels::backward_clamped<simd::arch>(mask, quotient, stream, grad, input, out, count);

@@ -119,7 +119,7 @@ template <class Arch>
 struct BandMaskOp {
     using batch = float_batch<Arch>;
     batch low, high;
-    explicit BandMaskOp(const MaskParams& mask) noexcept : low(mask.low), high(mask.high) {}
+    explicit BandMaskOp(const GradientMaskParams& mask) noexcept : low(mask.low), high(mask.high) {}
     batch operator()(const batch& grad, const batch& x) const noexcept {
         return xsimd::select((x >= low) & (x <= high), grad, batch(0.0f));
     }
@@ -130,7 +130,7 @@ template <class Arch, Rounding R, Quotient Q>
 struct CodeMaskOp {
     using batch = float_batch<Arch>;
     ForwardOp<Arch, R, Q> forward;
-    explicit CodeMaskOp(const MaskParams& mask) noexcept : forward(mask.code) {}
+    explicit CodeMaskOp(const GradientMaskParams& mask) noexcept : forward(mask.code) {}
     batch operator()(const batch& grad, const batch& x) const noexcept {
         const batch code = forward.rounded(x);
         return xsimd::select((code >= forward.clamp_low) & (code <= forward.clamp_high), grad, batch(0.0f));
@@ -243,7 +243,7 @@ inline void fake_quantize_forward(const FakeQuantParams& params, Quotient quotie
 
 /// backward_clamped over [0, count).
 template <class Arch>
-inline void backward_clamped(const MaskParams& mask, Quotient quotient, bool stream, const float* grad,
+inline void backward_clamped(const GradientMaskParams& mask, Quotient quotient, bool stream, const float* grad,
                              const float* input, float* out, std::size_t count) {
     auto run = [&](const auto& op) {
         if (stream) {

@@ -43,7 +43,7 @@ inline void fake_quantize_forward_stochastic(const FakeQuantParams& params, Unif
 }
 
 /// out = grad where the element passes the mask, else +0. grad, input and out have `count` floats.
-inline void backward_clamped(const MaskParams& mask, const float* grad, const float* input, float* out,
+inline void backward_clamped(const GradientMaskParams& mask, const float* grad, const float* input, float* out,
                              std::size_t count) {
     const bool stream = count >= streaming_min_count;
     const kernels::Quotient quotient = fake_quant_quotient_for(mask.code);

@@ -34,14 +34,14 @@ inline void fake_quantize_forward_stochastic(const FakeQuantParams& params, cons
     }
 }
 
-inline bool passes_mask(const MaskParams& mask, float x) noexcept {
+inline bool passes_mask(const GradientMaskParams& mask, float x) noexcept {
     if (!mask.on_rounded_code) return mask.low <= x && x <= mask.high;
     const float code = round_deterministic(mask.code.rounding, fake_quant_quotient(mask.code, x));
     return mask.code.clamp_low <= code && code <= mask.code.clamp_high;
 }
 
 /// out[i] = passes(input[i]) ? grad[i] : +0.
-inline void backward_clamped(const MaskParams& mask, const float* grad, const float* input, float* out,
+inline void backward_clamped(const GradientMaskParams& mask, const float* grad, const float* input, float* out,
                              std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) out[i] = passes_mask(mask, input[i]) ? grad[i] : 0.0f;
 }
