@@ -127,7 +127,7 @@ void run_ptq(const Mlp& model, PtqMethod method, const RowMatrix& calibration, c
 
 template <int Bits>
 void run_ptq_methods(const Mlp& model, const RowMatrix& calibration, const Split& test, std::vector<Result>& results) {
-    for (PtqMethod method : {PtqMethod::rtn, PtqMethod::clip, PtqMethod::hqq, PtqMethod::gptq})
+    for (PtqMethod method : {PtqMethod::rtn, PtqMethod::clip_search, PtqMethod::hqq, PtqMethod::gptq})
         run_ptq<Bits>(model, method, calibration, test, results);
 }
 

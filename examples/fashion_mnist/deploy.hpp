@@ -14,11 +14,13 @@
 
 namespace fashion_mnist {
 
-enum class PtqMethod { rtn, clip, hqq, gptq };
+using lowbit::PtqMethod;
 
+/// The results table's label of a method.
 inline const char* method_name(PtqMethod method) {
     switch (method) {
-        case PtqMethod::clip: return "PTQ clip";
+        case PtqMethod::clip_search:
+            return "PTQ clip";
         case PtqMethod::hqq: return "PTQ HQQ";
         case PtqMethod::gptq: return "PTQ GPTQ";
         case PtqMethod::rtn: break;
@@ -26,28 +28,24 @@ inline const char* method_name(PtqMethod method) {
     return "PTQ RTN";
 }
 
-/// The model's layers as QuantizedLinear<64, Bits>, quantized by `method`. The calibrated methods (clip
-/// search weighted by the mean square of each input, GPTQ) see each layer's inputs on `calibration`
-/// (training images) as the already quantized layers before it produce them.
+/// The model's layers as QuantizedLinear<64, Bits>, quantized by `method` (lowbit::ptq::quantize with its
+/// default options). The calibrated methods (clip search weighted by the mean square of each input,
+/// GPTQ) see each layer's inputs on `calibration` (training images) as the already quantized layers
+/// before it produce them.
 template <int Bits>
 std::vector<lowbit::QuantizedLinear<group_size, Bits>> deploy(const Mlp& model, PtqMethod method,
                                                               const RowMatrix& calibration) {
     std::vector<lowbit::QuantizedLinear<group_size, Bits>> deployed;
+    const bool uses_inputs = method == PtqMethod::clip_search || method == PtqMethod::gptq;
     RowMatrix inputs = calibration;
     for (int l = 0; l < layers; ++l) {
         const Dense& d = model.dense[l];
-        lowbit::QuantizedMatrix<group_size, Bits> weight;
-        switch (method) {
-            case PtqMethod::rtn: weight = lowbit::quantize<group_size, Bits>(d.weight); break;
-            case PtqMethod::clip:
-                weight = lowbit::clip_search<group_size, Bits>(d.weight, lowbit::channel_weights_from_calibration(inputs));
-                break;
-            case PtqMethod::hqq: weight = lowbit::hqq<group_size, Bits>(d.weight); break;
-            case PtqMethod::gptq: weight = lowbit::gptq<group_size, Bits>(d.weight, inputs); break;
-        }
+        lowbit::PtqOptions options;
+        options.method = method;
+        lowbit::QuantizedMatrix<group_size, Bits> weight =
+            lowbit::ptq::quantize<group_size, Bits>(d.weight, inputs, options);
         deployed.emplace_back(std::move(weight), Eigen::VectorXf(d.bias));
-        if (l + 1 < layers && method != PtqMethod::rtn && method != PtqMethod::hqq)
-            inputs = relu(deployed.back().forward(inputs));
+        if (l + 1 < layers && uses_inputs) inputs = relu(deployed.back().forward(inputs));
     }
     return deployed;
 }

@@ -41,10 +41,8 @@
 #include <vector>
 
 #include <lowbit/any_quantized_linear.hpp>
-#include <lowbit/ptq/clip_search.hpp>
 #include <lowbit/ptq/distill_scales_biases.hpp>
-#include <lowbit/ptq/gptq.hpp>
-#include <lowbit/ptq/hqq.hpp>
+#include <lowbit/ptq/quantize.hpp>
 
 #include "bert.hpp"
 #include "distill.hpp"
@@ -128,6 +126,17 @@ struct Method {
                (sequential ? "-seq" : "") + (end_to_end ? "-e2e" : "");
     }
 
+    /// The lowbit::ptq::quantize options of the base method (clip-gptq: GPTQ with clip-searched groups).
+    lowbit::PtqOptions ptq_options(const lowbit::GptqOptions& gptq_options) const {
+        lowbit::PtqOptions options;
+        options.gptq = gptq_options;
+        options.gptq.clip_groups = kind == Kind::clip_gptq;
+        const lowbit::PtqMethod methods[] = {lowbit::PtqMethod::rtn, lowbit::PtqMethod::clip_search,
+                                             lowbit::PtqMethod::hqq, lowbit::PtqMethod::gptq, lowbit::PtqMethod::gptq};
+        options.method = methods[static_cast<int>(kind)];
+        return options;
+    }
+
     /// MLX's round-to-nearest itself (the reference every other method is compared with).
     bool is_plain_rtn() const { return kind == Kind::rtn && !bias_corrected && !distilled && !end_to_end; }
 
@@ -165,21 +174,8 @@ inline lowbit::AnyQuantizedLinear quantize_layer(const lowbit::Linear& layer, co
             const RowMatrix centred =
                 method.bias_corrected && reads_centred ? RowMatrix(inputs.rowwise() - mean) : RowMatrix();
             const RowMatrix& fit_inputs = method.bias_corrected ? centred : inputs;
-            typename Layer::Matrix weight;
-            switch (method.kind) {
-                case Method::Kind::clip:
-                    weight = lowbit::clip_search<G, B>(layer.weight, lowbit::channel_weights_from_calibration(fit_inputs));
-                    break;
-                case Method::Kind::hqq: weight = lowbit::hqq<G, B>(layer.weight); break;
-                case Method::Kind::gptq:
-                case Method::Kind::clip_gptq: {
-                    lowbit::GptqOptions options = gptq_options;
-                    options.clip_groups = method.kind == Method::Kind::clip_gptq;
-                    weight = lowbit::gptq<G, B>(layer.weight, fit_inputs, options);
-                    break;
-                }
-                case Method::Kind::rtn: weight = lowbit::quantize<G, B>(layer.weight); break;
-            }
+            typename Layer::Matrix weight =
+                lowbit::ptq::quantize<G, B>(layer.weight, fit_inputs, method.ptq_options(gptq_options));
             // The float layer's outputs: what -dwq fits to (centred with -bc, whose bias then takes their mean).
             RowMatrix targets = method.distilled ? RowMatrix(float_inputs * layer.weight.transpose()) : RowMatrix();
             Eigen::RowVectorXf target_mean;

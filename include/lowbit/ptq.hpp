@@ -4,6 +4,7 @@
 // bit-exact default. Opt-in: <lowbit/lowbit.hpp> does not include it (it is a preparation step that a
 // program calls in one place, and its Eigen factorizations take seconds to parse in every translation unit).
 //
+//   ptq::quantize ptq/quantize.hpp       any of the methods below, chosen at run time (PtqOptions)
 //   clip_search  ptq/clip_search.hpp     per-group range search, squared error (optionally per-channel weighted)
 //   hqq          ptq/hqq.hpp             half-quadratic bias optimisation, lp error (p < 1), no data
 //   gptq         ptq/gptq.hpp            output error on calibration inputs, Cholesky error feedback
@@ -19,3 +20,4 @@
 #include "ptq/gptq.hpp"
 #include "ptq/hqq.hpp"
 #include "ptq/options.hpp"
+#include "ptq/quantize.hpp"

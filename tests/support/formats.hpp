@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include <Eigen/Core>
 
@@ -25,5 +26,12 @@ double group_bias(const lowbit::QuantizedMatrixOf<Format>& q, Eigen::Index n, Ei
     if constexpr (Format::has_biases) return q.biases(n, g);
     else return 0.0;
 }
+
+/// The MLX affine formats the PTQ methods' typed tests run on: every bit width at g64, and g32 and g128
+/// at 3 bits (codes that straddle words) and 4 bits. Each method is one template over (GroupSize, Bits),
+/// so these reach every bit width's code path and every group size; the kernel tests keep all 21.
+using PtqTestFormats = std::tuple<MlxAffine<64, 1>, MlxAffine<64, 2>, MlxAffine<64, 3>, MlxAffine<64, 4>,
+                                  MlxAffine<64, 5>, MlxAffine<64, 6>, MlxAffine<64, 8>, MlxAffine<32, 3>,
+                                  MlxAffine<128, 3>, MlxAffine<32, 4>, MlxAffine<128, 4>>;
 
 }  // namespace lowbit::test

@@ -19,6 +19,7 @@
 #include <lowbit/lowbit.hpp>
 #include <lowbit/ptq.hpp>
 
+#include "support/formats.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -106,7 +107,7 @@ RowMatrixXf calibration(std::uint64_t salt, Eigen::Index samples, Eigen::Index i
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("clip_search is never worse than RTN on its (weighted) squared error", "[ptq]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::test::PtqTestFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     const Eigen::Index cols = 256;
     const RowMatrixXf x = calibration(11, 64, cols);
@@ -133,7 +134,7 @@ TEST_CASE("clip_search lowers the error of groups with outliers", "[ptq]") {
     CHECK(clipped_total < 0.95 * rtn_total);
 }
 
-TEMPLATE_LIST_TEST_CASE("hqq is never worse than RTN on the lp error", "[ptq]", lowbit::MlxAffineFormats) {
+TEMPLATE_LIST_TEST_CASE("hqq is never worse than RTN on the lp error", "[ptq]", lowbit::test::PtqTestFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     lowbit::HqqOptions options;
     for (const auto& [name, w] : test_matrices(14, 12, 256)) {
@@ -217,7 +218,7 @@ TEST_CASE("gptq matches a naive column-by-column OBQ computation on a tiny layer
 }
 
 TEMPLATE_LIST_TEST_CASE("gptq is never worse than RTN on the calibration output error", "[ptq]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::test::PtqTestFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     const RowMatrixXf x = calibration(31, 300, 256);
     for (const auto& [name, w] : test_matrices(32, 10, 256)) {
@@ -257,6 +258,47 @@ TEST_CASE("gptq: dead inputs, clip groups and damping", "[ptq]") {
     const auto clipped = lowbit::gptq<64, 4>(w, x, options, &report);
     check_valid(clipped, 8, 128);
     CHECK(report.output_error <= report.rtn_output_error);
+}
+
+template <int G, int B>
+void check_same_quantization(const lowbit::QuantizedMatrix<G, B>& a, const lowbit::QuantizedMatrix<G, B>& b) {
+    CHECK(a.codes == b.codes);
+    CHECK(a.scales == b.scales);
+    CHECK(a.biases == b.biases);
+}
+
+template <int G, int B>
+void check_ptq_quantize_equals_each_method(std::uint64_t salt) {
+    auto rng = lowbit::test::make_rng(salt);
+    const RowMatrixXf w = lowbit::test::random_weights(rng, 12, 2 * G);
+    const RowMatrixXf x = calibration(salt + 1, 40, 2 * G);
+    lowbit::PtqOptions options;
+    options.clip.grid = 6;
+    options.hqq.iterations = 7;
+    options.gptq.clip_groups = true;
+    options.method = lowbit::PtqMethod::rtn;
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, x, options), lowbit::quantize<G, B>(w));
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, options), lowbit::quantize<G, B>(w));
+    options.method = lowbit::PtqMethod::clip_search;
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, x, options),
+                            lowbit::clip_search<G, B>(w, lowbit::channel_weights_from_calibration(x), options.clip));
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, options), lowbit::clip_search<G, B>(w, options.clip));
+    options.method = lowbit::PtqMethod::hqq;
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, x, options), lowbit::hqq<G, B>(w, options.hqq));
+    options.method = lowbit::PtqMethod::gptq;
+    lowbit::GptqReport report, direct_report;
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, x, options, &report),
+                            lowbit::gptq<G, B>(w, x, options.gptq, &direct_report));
+    CHECK(report.output_error == direct_report.output_error);
+    CHECK_THROWS_AS((lowbit::ptq::quantize<G, B>(w, options)), std::invalid_argument);  // GPTQ needs inputs
+    CHECK_THROWS_AS((lowbit::ptq::quantize<G, B>(w, RowMatrixXf(4, G), options)), std::invalid_argument);
+    options.method = lowbit::PtqMethod::rtn;  // reads no inputs, so any x is accepted
+    check_same_quantization(lowbit::ptq::quantize<G, B>(w, RowMatrixXf(4, G), options), lowbit::quantize<G, B>(w));
+}
+
+TEST_CASE("ptq::quantize gives each method's own result bit for bit", "[ptq]") {
+    check_ptq_quantize_equals_each_method<64, 4>(90);
+    check_ptq_quantize_equals_each_method<32, 3>(92);
 }
 
 TEST_CASE("allocate_bits meets its budget and beats a uniform format of the same cost", "[ptq]") {

@@ -28,50 +28,31 @@
 #include <Eigen/Core>
 
 #include "../any_quantized_linear.hpp"
-#include "allocation.hpp"
 #include "../formats/mlx_affine.hpp"
 #include "../quantized_linear.hpp"
-#include "clip_search.hpp"
-#include "gptq.hpp"
-#include "hqq.hpp"
+#include "allocation.hpp"
 #include "options.hpp"
+#include "quantize.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 
 namespace detail::ptq {
 
 /// The output error of `quantized` against the float weight on the calibration inputs:
-/// ||X (W - W_hat)^T||^2 / samples, in the inputs' own units.
-inline double output_error(const RowMatrixXf& weight, const RowMatrixXf& quantized,
-                           const ScaledCalibration& calibration) {
+/// ||X (W - W_hat)^T||^2 / samples, in the inputs' own units. (A template, always on RowMatrixXf, so
+/// that its products are compiled only where allocate_bits runs.)
+template <class Matrix>
+double output_error(const Matrix& weight, const Matrix& quantized, const ScaledCalibration& calibration) {
     return row_output_errors(calibration.x, weight, quantized).sum() * calibration.error_unit;
-}
-
-/// Quantizes `weight` with the method of `options` in the format of Layer (a QuantizedLinear type), from
-/// the layer's rescaled calibration inputs (and, for GPTQ, their H).
-template <class Layer>
-typename Layer::Matrix quantize_with(const char* function, const RowMatrixXf& weight,
-                                     const ScaledCalibration& calibration, const Eigen::MatrixXf& hessian,
-                                     const BitAllocationOptions& options) {
-    constexpr int G = Layer::group_size, B = Layer::bits;
-    switch (options.method) {
-        case PtqMethod::clip_search:
-            return clip_search<G, B>(weight, channel_weights_from_calibration(calibration.x), options.clip);
-        case PtqMethod::hqq: return hqq<G, B>(weight, options.hqq);
-        case PtqMethod::gptq:
-            return gptq_with_hessian<G, B>(function, weight, hessian, calibration, options.gptq, nullptr);
-        case PtqMethod::rtn: break;
-    }
-    return quantize_named<MlxAffine<G, B>>(function, weight);
 }
 
 }  // namespace detail::ptq
 
 /// Chooses each layer's (bits, group size) among options.bits x options.group_sizes (those whose group
-/// size divides the layer's in) and quantizes it with options.method. Throws std::invalid_argument for no
-/// layers, a layer whose calibration inputs are bad (wrong width, no rows, NaN/Inf) or whose weight
-/// quantize refuses, an unsupported candidate, scale_bits other than 16 or 32, or a target outside
-/// [cheapest, most expensive] average bits per weight of the candidates (naming the target and the range).
+/// size divides the layer's in) and quantizes it with options.method (as ptq::quantize). Throws std::invalid_argument
+/// for no layers, a layer whose calibration inputs are bad (wrong width, no rows, NaN/Inf) or whose weight quantize
+/// refuses, an unsupported candidate, scale_bits other than 16 or 32, or a target outside [cheapest, most expensive]
+/// average bits per weight of the candidates (naming the target and the range).
 ///
 /// A template only so that its body, which quantizes with every method in all 18 formats, is compiled in
 /// the translation units that call it, not in every one that includes ptq.hpp; Layers is always
@@ -89,12 +70,7 @@ BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& op
             if (!is_supported_quantization_at_runtime(group, bits))
                 throw std::invalid_argument(std::string(function) + ": candidate bits = " + std::to_string(bits) +
                                             ", group_size = " + std::to_string(group) + " is not supported");
-    switch (options.method) {
-        case PtqMethod::clip_search: detail::ptq::check_options(function, options.clip); break;
-        case PtqMethod::hqq: detail::ptq::check_options(function, options.hqq); break;
-        case PtqMethod::gptq: detail::ptq::check_options(function, options.gptq); break;
-        case PtqMethod::rtn: break;
-    }
+    detail::ptq::check_ptq_options(function, options);
     struct Candidate {
         int bits, group;
         double cost, error;
@@ -105,17 +81,17 @@ BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& op
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const CalibratedLayer& layer = layers[l];
         detail::ptq::require_calibration(function, layer.inputs, layer.linear.weight.cols(), 1);
-        const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(layer.inputs);
-        const Eigen::MatrixXf hessian =
-            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(calibration.x) : Eigen::MatrixXf();
+        const detail::ptq::ScaledCalibration scaled = detail::ptq::scaled_calibration(layer.inputs);
+        const detail::ptq::PreparedCalibration calibration(function, layer.inputs, layer.linear.weight.cols(),
+                                                           options.method);
         std::vector<Candidate> candidates;
         for (int bits : options.bits)
             for (int group : options.group_sizes) {
                 if (layer.linear.weight.cols() % group != 0) continue;
                 const double error = dispatch_quantization(group, bits, [&]<class Layer>(std::type_identity<Layer>) {
-                    const auto q =
-                        detail::ptq::quantize_with<Layer>(function, layer.linear.weight, calibration, hessian, options);
-                    return detail::ptq::output_error(layer.linear.weight, dequantize(q), calibration);
+                    const auto q = detail::ptq::quantize_prepared<Layer::group_size, Layer::bits>(
+                        function, layer.linear.weight, calibration, options);
+                    return detail::ptq::output_error(layer.linear.weight, dequantize(q), scaled);
                 });
                 candidates.push_back({bits, group, bits + 2.0 * options.scale_bits / group, error});
             }
@@ -194,13 +170,12 @@ BitAllocation allocate_bits(const Layers& layers, const BitAllocationOptions& op
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const Candidate& c = chosen[l];
         const CalibratedLayer& layer = layers[l];
-        const detail::ptq::ScaledCalibration calibration = detail::ptq::scaled_calibration(layer.inputs);
-        const Eigen::MatrixXf hessian =
-            options.method == PtqMethod::gptq ? detail::ptq::gptq_hessian(calibration.x) : Eigen::MatrixXf();
+        const detail::ptq::PreparedCalibration calibration(function, layer.inputs, layer.linear.weight.cols(),
+                                                           options.method);
         result.layers.push_back(dispatch_quantization(c.group, c.bits, [&]<class Layer>(std::type_identity<Layer>) {
-            return AnyQuantizedLinear(
-                Layer(detail::ptq::quantize_with<Layer>(function, layer.linear.weight, calibration, hessian, options),
-                      layer.linear.bias));
+            return AnyQuantizedLinear(Layer(detail::ptq::quantize_prepared<Layer::group_size, Layer::bits>(
+                                                function, layer.linear.weight, calibration, options),
+                                            layer.linear.bias));
         }));
         result.choices.push_back({layer.name, c.bits, c.group, c.cost, c.error});
         result.output_error += c.error;

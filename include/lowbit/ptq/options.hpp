@@ -56,22 +56,28 @@ struct ScaleBiasDistillOptions {
     double ridge = 1e-6;  ///< in [0, 1]
 };
 
-/// The PTQ method a bit allocation quantizes each candidate with.
+/// A post-training quantizer, chosen at run time (ptq::quantize, allocate_bits).
 enum class PtqMethod { rtn, clip_search, hqq, gptq };
 
-/// allocate_bits: chooses each layer's (bits, group size) from the candidates to minimise the summed
-/// output error sum_l ||X_l W_l^T - X_l W_hat_l^T||^2 on the calibration inputs, under an average of
-/// target_bits_per_weight bits per weight, counting codes plus one scale and one bias per group at
-/// scale_bits each (16 for f16/bf16 checkpoints, 32 for f32).
-struct BitAllocationOptions {
-    double target_bits_per_weight = 4.5;
-    int scale_bits = 16;  ///< 16 or 32
-    std::vector<int> bits{2, 3, 4, 5, 6, 8};    ///< candidate bit widths (subset of mlx_affine_bits)
-    std::vector<int> group_sizes{32, 64, 128};  ///< candidate group sizes (subset of mlx_affine_group_sizes)
+/// ptq::quantize (ptq/quantize.hpp): the method and each method's options (only the chosen method's
+/// are read).
+struct PtqOptions {
     PtqMethod method = PtqMethod::rtn;
     ClipSearchOptions clip{};
     HqqOptions hqq{};
     GptqOptions gptq{};
+};
+
+/// allocate_bits: chooses each layer's (bits, group size) from the candidates to minimise the summed
+/// output error sum_l ||X_l W_l^T - X_l W_hat_l^T||^2 on the calibration inputs, under an average of
+/// target_bits_per_weight bits per weight, counting codes plus one scale and one bias per group at
+/// scale_bits each (16 for f16/bf16 checkpoints, 32 for f32). Every candidate is quantized as
+/// ptq::quantize does with the PtqOptions part (method, clip, hqq, gptq).
+struct BitAllocationOptions : PtqOptions {
+    double target_bits_per_weight = 4.5;
+    int scale_bits = 16;  ///< 16 or 32
+    std::vector<int> bits{2, 3, 4, 5, 6, 8};    ///< candidate bit widths (subset of mlx_affine_bits)
+    std::vector<int> group_sizes{32, 64, 128};  ///< candidate group sizes (subset of mlx_affine_group_sizes)
 };
 
 LOWBIT_END_NAMESPACE
