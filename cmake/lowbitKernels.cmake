@@ -2,10 +2,11 @@
 #
 # A translation unit that multiplies by or quantizes into a format compiles that format's kernels
 # (f32 and int8 GEMV, batch GEMV and GEMM, the row quantizer: seconds per format at -O2). A program that
-# links lowbit::kernels compiles them once instead: the library holds every format's kernels
-# (src/kernel_instances.cpp, spread over LOWBIT_INSTANCE_SHARDS sources so a parallel build uses every
-# core), and its users get LOWBIT_EXTERN_KERNELS, which declares them `extern template`
-# (include/lowbit/detail/dispatch/format_instances.hpp). Results are the same bits either way.
+# links lowbit::kernels compiles them once instead: the library holds every format's kernels and the
+# element-wise fake-quant kernels (src/kernel_instances.cpp, spread over LOWBIT_INSTANCE_SHARDS sources
+# so a parallel build uses every core), and its users get LOWBIT_EXTERN_KERNELS, which declares them
+# `extern template` (include/lowbit/detail/dispatch/format_instances.hpp). Results are the same bits
+# either way.
 #
 # The library's instruction set travels with it: LOWBIT_KERNELS_MARCH (default: LOWBIT_MARCH, or native
 # under LOWBIT_NATIVE, else the compiler's baseline) is a public compile option, so every user compiles

@@ -34,6 +34,51 @@ namespace detail {
 
 // ------------------------------------------------------------------------------ element-wise fake-quant
 
+/// The compiled entries of the element-wise fake-quant kernels for Arch (an xsimd arch that is enabled;
+/// with `Enabled` false they are declared only, for the discarded branches below), defined outside the
+/// class so that, as FormatKernels
+/// (format_kernels.hpp), one explicit instantiation in lowbit::kernels (src/kernel_instances.cpp) serves
+/// every translation unit built with LOWBIT_EXTERN_KERNELS. They do not record kernel paths (their
+/// callers below do).
+template <class Arch, bool Enabled = simd::enabled>
+struct FakeQuantKernels {
+    static void forward(const FakeQuantParams& params, kernels::Quotient quotient, bool stream, const float* in,
+                        float* out, std::size_t count);
+    static void backward_clamped(const GradientMaskParams& mask, kernels::Quotient quotient, bool stream,
+                                 const float* grad, const float* input, float* out, std::size_t count);
+    static FiniteRange finite_min_max(const float* in, std::size_t count);
+};
+
+template <class Arch>
+struct FakeQuantKernels<Arch, false> {
+    static void forward(const FakeQuantParams&, kernels::Quotient, bool, const float*, float*, std::size_t);
+    static void backward_clamped(const GradientMaskParams&, kernels::Quotient, bool, const float*, const float*, float*,
+                                 std::size_t);
+    static FiniteRange finite_min_max(const float*, std::size_t);
+};
+
+template <class Arch, bool Enabled>
+void FakeQuantKernels<Arch, Enabled>::forward(const FakeQuantParams& params, kernels::Quotient quotient, bool stream,
+                                              const float* in, float* out, std::size_t count) {
+    kernels::fake_quantize_forward<Arch>(params, quotient, stream, in, out, count);
+}
+
+template <class Arch, bool Enabled>
+void FakeQuantKernels<Arch, Enabled>::backward_clamped(const GradientMaskParams& mask, kernels::Quotient quotient,
+                                                       bool stream, const float* grad, const float* input, float* out,
+                                                       std::size_t count) {
+    kernels::backward_clamped<Arch>(mask, quotient, stream, grad, input, out, count);
+}
+
+template <class Arch, bool Enabled>
+FiniteRange FakeQuantKernels<Arch, Enabled>::finite_min_max(const float* in, std::size_t count) {
+    return kernels::finite_min_max<Arch>(in, count);
+}
+
+#if defined(LOWBIT_EXTERN_KERNELS)
+extern template struct FakeQuantKernels<simd::arch>;
+#endif
+
 /// How a fake-quant call forms x / s (kernels::Quotient); decided once per call, before the ranges.
 inline kernels::Quotient fake_quant_quotient_for(const FakeQuantParams& params) noexcept {
     return kernels::choose_quotient(params);
@@ -44,7 +89,7 @@ inline void fake_quantize_forward_range(const FakeQuantParams& params, kernels::
                                         const float* in, float* out, std::size_t count) {
     if constexpr (simd::enabled) {
         record(KernelOp::fake_quantize_forward, KernelPath::simd);
-        kernels::fake_quantize_forward<simd::arch>(params, quotient, stream, in, out, count);
+        FakeQuantKernels<simd::arch>::forward(params, quotient, stream, in, out, count);
     } else {
         record(KernelOp::fake_quantize_forward, KernelPath::reference);
         reference::fake_quantize_forward(params, in, out, count);
@@ -56,7 +101,7 @@ inline void backward_clamped_range(const GradientMaskParams& mask, kernels::Quot
                                    const float* grad, const float* input, float* out, std::size_t count) {
     if constexpr (simd::enabled) {
         record(KernelOp::backward_clamped, KernelPath::simd);
-        kernels::backward_clamped<simd::arch>(mask, quotient, stream, grad, input, out, count);
+        FakeQuantKernels<simd::arch>::backward_clamped(mask, quotient, stream, grad, input, out, count);
     } else {
         record(KernelOp::backward_clamped, KernelPath::reference);
         reference::backward_clamped(mask, grad, input, out, count);
@@ -67,7 +112,7 @@ inline void backward_clamped_range(const GradientMaskParams& mask, kernels::Quot
 inline FiniteRange finite_min_max_range(const float* in, std::size_t count) {
     if constexpr (simd::enabled) {
         record(KernelOp::finite_min_max, KernelPath::simd);
-        return kernels::finite_min_max<simd::arch>(in, count);
+        return FakeQuantKernels<simd::arch>::finite_min_max(in, count);
     } else {
         record(KernelOp::finite_min_max, KernelPath::reference);
         return reference::finite_min_max(in, count);
