@@ -2,7 +2,8 @@
 // detail::dispatch_int8_ops: the row-dot kernel of int8_gemv.hpp for a few rows, the panel GEMM of
 // int8_gemm.hpp from MlxAffineI8Kernels::gemm_rows on) against the scalar reference
 // (int8_matmul_reference.hpp, through the format's compiled entry) for every format of
-// lowbit::QuantizedFormats, over M and N around the 4-row block of the
+// lowbit::test::TestedFormats (every format, or a
+// representative set in the narrower CI presets: support/formats.hpp), over M and N around the 4-row block of the
 // row-dot kernel, the row block (MR) and column panel (NR) of the GEMM and the ranges the drivers
 // slice, K of 1..4 groups, one and two lane blocks of groups plus one (so partial blocks, chunk tails
 // and panels whose words are not a whole number of transposed blocks are read), a large K, and odd
@@ -152,7 +153,7 @@ void check_against_reference(std::mt19937_64& rng, Index M, Index N, Index K, In
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[int8][kernels][N11]",
-                        lowbit::QuantizedFormats) {
+                        lowbit::test::TestedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A80 + G * 16 + B);
     // The kernels take 4 activation rows at a time (1..3 at the end) and merge groups in blocks of
@@ -169,7 +170,7 @@ TEMPLATE_LIST_TEST_CASE("int8 matmul kernels agree with the N11 reference", "[in
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column panel", "[int8][kernels][N11]",
-                        lowbit::QuantizedFormats) {
+                        lowbit::test::TestedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A85 + G * 16 + B);
     // Row blocks of MR = 6 (AVX-512) or 4 (AVX2) rows, split evenly; panels of 32 or 8 columns, whose
@@ -186,7 +187,7 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM: M around the row block, N around the column 
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the panel, built once",
-                        "[int8][kernels][N11]", lowbit::QuantizedFormats) {
+                        "[int8][kernels][N11]", lowbit::test::TestedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
     // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
@@ -204,8 +205,8 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the pa
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("MLX affine layers of 2, 4 and 8 bits keep int8 panels of this build's width", "[int8][kernels][N11]",
-                        lowbit::MlxAffineFormats) {
+TEMPLATE_LIST_TEST_CASE("MLX affine layers of 2, 4 and 8 bits keep int8 panels of this build's width",
+                        "[int8][kernels][N11]", lowbit::test::TestedAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     using table = detail::MlxAffineI8Kernels<G, B, detail::dispatch_int8_ops>;
     auto rng = lowbit::test::make_rng(0x1A87 + G * 16 + B);
@@ -219,7 +220,7 @@ TEMPLATE_LIST_TEST_CASE("MLX affine layers of 2, 4 and 8 bits keep int8 panels o
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul integer sums are bit-exact (exact float inputs)", "[int8][kernels][N11]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::test::TestedAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A81 + G * 16 + B);
     // x integers in [-127, 127] with a 127 in every group: a = 1 exactly, xq = x. Scales 1, biases 0:
@@ -346,7 +347,7 @@ TEST_CASE("mxfp8 int8 matmul: the digit planes' sums are bit-exact (exact float 
 }
 
 TEMPLATE_LIST_TEST_CASE("int8 matmul stays within the documented bound of the f32 path", "[int8][N11]",
-                        lowbit::QuantizedFormats) {
+                        lowbit::test::TestedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A82 + G * 16 + B);
     for (const Index M : {1, 5}) {

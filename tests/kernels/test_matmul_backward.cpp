@@ -95,7 +95,7 @@ void check_dx(std::mt19937_64& rng, Index M, Index N, Index K) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("quantized_matmul_dx is dy * dequantize(q) within the dot bound: every format, shapes, tails",
-                        "[backward][N20]", lowbit::QuantizedFormats) {
+                        "[backward][N20]", lowbit::test::TestedFormats) {
     auto rng = lowbit::test::make_rng(2001);
     constexpr Index G = TestType::group_size;
     // K: one group, a few groups, past one and two AVX-512 chunks of 8-bit codes (64 inputs) and of
@@ -137,7 +137,7 @@ TEST_CASE("quantized_matmul_dx: an empty batch, a NaN in dy, and dy of the wrong
 }
 
 TEMPLATE_LIST_TEST_CASE("quantized_matmul_parameter_grads: the scale and bias gradients within the dot bound",
-                        "[backward][N20]", lowbit::QuantizedFormats) {
+                        "[backward][N20]", lowbit::test::TestedFormats) {
     auto rng = lowbit::test::make_rng(2003);
     constexpr Index G = TestType::group_size;
     for (const auto& [M, N, K] : {std::tuple<Index, Index, Index>{1, 3, G}, {4, 5, 3 * G}, {7, 2, 2 * G}}) {

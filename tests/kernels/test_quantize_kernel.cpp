@@ -18,6 +18,7 @@
 
 #include <lowbit/lowbit.hpp>
 
+#include "support/formats.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -51,7 +52,7 @@ void check_row(const std::vector<float>& values) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("quantize_row kernel equals the scalar MLX rule", "[quantize][kernels]",
-                        lowbit::MlxAffineFormats) {
+                        lowbit::test::TestedAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(400 + 10 * B + G / 32);
     std::uniform_real_distribution<float> value(-3.0f, 3.0f), offset(-2.0f, 2.0f);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 
@@ -27,11 +29,45 @@ double group_bias(const lowbit::QuantizedMatrixOf<Format>& q, Eigen::Index n, Ei
     else return 0.0;
 }
 
-/// The MLX affine formats the PTQ methods' typed tests run on: every bit width at g64, and g32 and g128
-/// at 3 bits (codes that straddle words) and 4 bits. Each method is one template over (GroupSize, Bits),
-/// so these reach every bit width's code path and every group size; the kernel tests keep all 21.
-using PtqTestFormats = std::tuple<MlxAffine<64, 1>, MlxAffine<64, 2>, MlxAffine<64, 3>, MlxAffine<64, 4>,
-                                  MlxAffine<64, 5>, MlxAffine<64, 6>, MlxAffine<64, 8>, MlxAffine<32, 3>,
-                                  MlxAffine<128, 3>, MlxAffine<32, 4>, MlxAffine<128, 4>>;
+/// Every bit width at g64, and g32 and g128 at 3 bits (codes that straddle words) and 4 bits: a set of
+/// MLX affine formats that reaches every bit width's code path and every group size.
+using RepresentativeAffineFormats = std::tuple<MlxAffine<64, 1>, MlxAffine<64, 2>, MlxAffine<64, 3>, MlxAffine<64, 4>,
+                                               MlxAffine<64, 5>, MlxAffine<64, 6>, MlxAffine<64, 8>, MlxAffine<32, 3>,
+                                               MlxAffine<128, 3>, MlxAffine<32, 4>, MlxAffine<128, 4>>;
+
+// The formats the typed tests run on. By default the kernel and layer tests run on every format and the
+// PTQ methods (each one template over group size and bits) on the representative set. A build that
+// defines LOWBIT_TEST_REPRESENTATIVE_FORMATS (CMake: LOWBIT_TEST_ALL_FORMATS=OFF) narrows both: the CI
+// presets that rebuild the same code for another instruction set, xsimd version or sanitizer, while the
+// default build runs every format.
+#ifdef LOWBIT_TEST_REPRESENTATIVE_FORMATS
+using TestedAffineFormats = RepresentativeAffineFormats;
+/// Bits 2, 3, 4 and 8; group sizes 32, 64 and 128.
+using PtqTestFormats = std::tuple<MlxAffine<64, 2>, MlxAffine<64, 3>, MlxAffine<64, 4>, MlxAffine<64, 8>,
+                                  MlxAffine<32, 3>, MlxAffine<128, 4>>;
+#else
+using TestedAffineFormats = MlxAffineFormats;
+using PtqTestFormats = RepresentativeAffineFormats;
+#endif
+/// The affine formats above and the three floating-point formats.
+using TestedFormats = decltype(std::tuple_cat(std::declval<TestedAffineFormats>(), std::tuple<Mxfp4, Nvfp4, Mxfp8>{}));
+
+/// The formats of the std::tuple List for which Keep<Format>::value holds, as a std::tuple.
+template <class List, template <class> class Keep>
+struct FilterFormats;
+template <class... Formats, template <class> class Keep>
+struct FilterFormats<std::tuple<Formats...>, Keep> {
+    using type = decltype(std::tuple_cat(
+        std::declval<std::conditional_t<Keep<Formats>::value, std::tuple<Formats>, std::tuple<>>>()...));
+};
+template <class Format>
+struct IsNarrowAffine : std::bool_constant<Format::has_biases && Format::bits <= 4> {};
+template <class Format>
+struct IsWideOrFloat : std::bool_constant<!IsNarrowAffine<Format>::value> {};
+
+/// TestedFormats in two halves for typed tests split over two units: the affine formats of 1 to 4 bits,
+/// and the rest (wider affine formats, floating-point formats).
+using TestedNarrowAffineFormats = typename FilterFormats<TestedFormats, IsNarrowAffine>::type;
+using TestedWideFormats = typename FilterFormats<TestedFormats, IsWideOrFloat>::type;
 
 }  // namespace lowbit::test

@@ -25,7 +25,7 @@ using Index = Eigen::Index;
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("QatLinear: forward equals deploy().forward bit for bit, with and without bias", "[qat_linear]",
-                        lowbit::QuantizedFormats) {
+                        lowbit::test::TestedFormats) {
     auto rng = lowbit::test::make_rng(3601);
     constexpr int G = TestType::group_size;
     for (const bool with_bias : {true, false})
@@ -43,7 +43,7 @@ TEMPLATE_LIST_TEST_CASE("QatLinear: forward equals deploy().forward bit for bit,
 }
 
 TEMPLATE_LIST_TEST_CASE("QatLinear with int8 activations: forward is the deployed int8 forward bit for bit",
-                        "[qat_linear]", lowbit::QuantizedFormats) {
+                        "[qat_linear]", lowbit::test::TestedFormats) {
     auto rng = lowbit::test::make_rng(3605);
     constexpr int G = TestType::group_size;
     // M = 1, 5 run the row-dot kernel, 17 the panel GEMM (N11); out = 33 crosses an AVX-512 panel of 32.
