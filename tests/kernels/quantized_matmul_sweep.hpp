@@ -123,10 +123,11 @@ void check_all_paths(std::mt19937_64& rng, Index M, Index N, Index K, Index x_pa
 /// Register block of the qgemm microkernel this build runs (the reference's shapes where SIMD is off).
 using Ukernel = kernels::QgemmF32Ukernel<simd::arch>;
 
+/// The sweep of one format, from its own fixed seed.
 template <class Format>
-void sweep(std::uint64_t salt) {
+void sweep() {
     constexpr Index GroupSize = Format::group_size;
-    auto rng = lowbit::test::make_rng(salt);
+    auto rng = lowbit::test::make_rng(100 + 10 * Format::bits + GroupSize / 32);
     // Every small shape, derived from the microkernel's tile: M 1..MR+1 (every row tail of a register
     // block, and one more block), N 1..NR+1 (every column tail), K of 1..4 groups, odd paddings.
     for (Index groups = 1; groups <= 4; ++groups)
