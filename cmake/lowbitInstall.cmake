@@ -17,6 +17,11 @@ if(TARGET lowbit_kernels)
   install(TARGETS lowbit_kernels EXPORT lowbitKernelsTargets)
   install(EXPORT lowbitKernelsTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
 endif()
+# lowbit::io_compiled (cmake/lowbitIoCompiled.cmake) likewise; it needs the two exports above.
+if(TARGET lowbit_io_compiled)
+  install(TARGETS lowbit_io_compiled EXPORT lowbitIoCompiledTargets)
+  install(EXPORT lowbitIoCompiledTargets NAMESPACE lowbit:: DESTINATION "${LOWBIT_INSTALL_CMAKEDIR}")
+endif()
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/lowbitConfig.cmake.in"

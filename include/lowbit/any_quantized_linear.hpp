@@ -13,12 +13,14 @@
 #include "formats/formats.hpp"
 #include "quantized_linear.hpp"
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -40,6 +42,20 @@ std::variant<QuantizedLinearOf<Formats>...> quantized_linear_variant(std::tuple<
 /// One QuantizedLinearOf<Format> per format of QuantizedFormats, in its order.
 using AnyQuantizedLinearVariant = decltype(quantized_linear_variant(static_cast<QuantizedFormats*>(nullptr)));
 
+/// A format's mode, group size and bits as values.
+struct FormatName {
+    const char* mode;
+    int group_size;
+    int bits;
+};
+template <class... Formats>
+constexpr std::array<FormatName, sizeof...(Formats)> format_names(std::tuple<Formats...>*) {
+    return {FormatName{Formats::mode, Formats::group_size, Formats::bits}...};
+}
+/// FormatName of every format of QuantizedFormats, at its index (AnyQuantizedLinearVariant::index()):
+/// the run-time questions about a layer's format answered without a visit over every alternative.
+inline constexpr auto quantized_format_names = format_names(static_cast<QuantizedFormats*>(nullptr));
+
 }  // namespace detail
 
 /// Calls function(std::type_identity<QuantizedLinear<G, B>>{}) for the MLX affine format with G =
@@ -59,7 +75,8 @@ public:
 
     /// Wraps a typed layer.
     template <class Format>
-    AnyQuantizedLinear(QuantizedLinearOf<Format> layer) : layer_(std::move(layer)) {}  // NOLINT: implicit on purpose
+    AnyQuantizedLinear(QuantizedLinearOf<Format> layer)  // NOLINT: implicit on purpose
+        : layer_(std::in_place_type<QuantizedLinearOf<Format>>, std::move(layer)) {}
 
     /// Quantizes linear.weight in the format of this mode, group size and bits (MLX's
     /// `nn.QuantizedLinear.from_linear(linear, group_size, bits, mode)`). Throws std::invalid_argument
@@ -76,15 +93,9 @@ public:
     }
 
     /// The format's mode ("affine", "mxfp4", "nvfp4" or "mxfp8").
-    const char* mode() const noexcept {
-        return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::format::mode; }, layer_);
-    }
-    int group_size() const noexcept {
-        return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::group_size; }, layer_);
-    }
-    int bits() const noexcept {
-        return std::visit([](const auto& layer) { return std::decay_t<decltype(layer)>::bits; }, layer_);
-    }
+    const char* mode() const noexcept { return detail::quantized_format_names[layer_.index()].mode; }
+    int group_size() const noexcept { return detail::quantized_format_names[layer_.index()].group_size; }
+    int bits() const noexcept { return detail::quantized_format_names[layer_.index()].bits; }
     Eigen::Index input_dims() const {
         return std::visit([](const auto& layer) { return layer.input_dims(); }, layer_);
     }

@@ -1,6 +1,7 @@
 // What a downstream project using the checkpoint IO compiles: <lowbit/io.hpp> through the lowbit::io
-// target (which brings nlohmann-json). Saves a quantized layer as an MLX safetensors file in memory,
-// reads it back and checks that the loaded layer computes what the saved one computed.
+// target (which brings nlohmann-json), or through lowbit::io_compiled (the same, LOWBIT_EXTERN_IO). Saves a quantized
+// layer as an MLX safetensors file in memory, reads it back and checks that the loaded layer computes what the saved
+// one computed.
 #include <cstdio>
 
 #include <lowbit/io.hpp>

@@ -67,4 +67,7 @@ if(CONSUMER STREQUAL "find_package")  # the installed lowbit::io export; add_sub
   if(EXISTS "${LOWBIT_BINARY_DIR}/lowbit_kernels")
     run_step("run the consumer linked to lowbit::kernels" "${CONSUMER_WORK_DIR}/build/consumer_kernels")
   endif()
+  if(EXISTS "${LOWBIT_BINARY_DIR}/liblowbit_io_compiled.a")
+    run_step("run the IO consumer linked to lowbit::io_compiled" "${CONSUMER_WORK_DIR}/build/consumer_io_compiled")
+  endif()
 endif()

@@ -17,6 +17,8 @@
 
 #include <lowbit/io.hpp>
 
+#include <nlohmann/json.hpp>  // the JSON-typed API (with LOWBIT_EXTERN_IO the IO headers only declare it)
+
 #include "io/io_support.hpp"
 #include "support/formats.hpp"
 #include "support/random.hpp"

@@ -13,6 +13,8 @@
 
 #include <lowbit/io/mlx_config.hpp>
 
+#include <nlohmann/json.hpp>  // the JSON-typed API (with LOWBIT_EXTERN_IO the IO headers only declare it)
+
 #include "io/io_support.hpp"
 
 namespace {

@@ -21,6 +21,7 @@
 #include "../errors.hpp"
 #include "../quantized_linear.hpp"
 #include "detail/bytes.hpp"
+#include "detail/compiled.hpp"
 #include "dtype.hpp"
 #include "mlx_config.hpp"
 #include "safetensors.hpp"
@@ -42,26 +43,12 @@ LOWBIT_BEGIN_NAMESPACE
 
 namespace io_detail {
 
-inline format_error layer_error(const SafetensorsFile& file, std::string_view function, std::string_view tensor,
-                                const std::string& fault) {
-    return format_error("lowbit::" + std::string(function) + ": " + file.path() + ": tensor " + quoted(tensor) + ": " +
-                        fault);
-}
+format_error layer_error(const SafetensorsFile& file, std::string_view function, std::string_view tensor,
+                         const std::string& fault);
 
 /// Tensor `name` as a float matrix [rows, cols] (F32/F16/BF16, exactly that shape).
-inline RowMatrixXf float_tensor(const SafetensorsFile& file, std::string_view function, const std::string& name,
-                                std::uint64_t rows, std::uint64_t cols) {
-    if (!file.contains(name)) throw layer_error(file, function, name, "missing");
-    const SafetensorsTensor t = file.tensor(name);
-    if (!is_float_dtype(t.dtype))
-        throw layer_error(file, function, name, "is " + std::string(dtype_name(t.dtype)) + ", not F32, F16 or BF16");
-    if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
-        throw layer_error(file, function, name, "has shape " + shape_text(t.shape) + ", expected [" +
-                                                    std::to_string(rows) + ", " + std::to_string(cols) + "]");
-    RowMatrixXf matrix(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-    convert_to_float(t.dtype, t.bytes.data(), static_cast<std::size_t>(matrix.size()), matrix.data());
-    return matrix;
-}
+RowMatrixXf float_tensor(const SafetensorsFile& file, std::string_view function, const std::string& name,
+                         std::uint64_t rows, std::uint64_t cols);
 
 /// Tensor `name` as the U8 scales [rows, cols] of Format (scale_type std::uint8_t), every byte one
 /// that Format::is_valid_scale accepts.
@@ -94,17 +81,8 @@ Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> byt
 }
 
 /// The optional bias P.bias [out] (F32/F16/BF16).
-inline std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, std::string_view function,
-                                                  const std::string& name, std::uint64_t out) {
-    if (!file.contains(name)) return std::nullopt;
-    const SafetensorsTensor t = file.tensor(name);
-    if (!is_float_dtype(t.dtype) || t.shape.size() != 1 || t.shape[0] != out)
-        throw layer_error(file, function, name, "is " + std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) +
-                                                    ", expected F32, F16 or BF16 [" + std::to_string(out) + "]");
-    Eigen::VectorXf bias(static_cast<Eigen::Index>(out));
-    convert_to_float(t.dtype, t.bytes.data(), static_cast<std::size_t>(out), bias.data());
-    return bias;
-}
+std::optional<Eigen::VectorXf> bias_tensor(const SafetensorsFile& file, std::string_view function,
+                                           const std::string& name, std::uint64_t out);
 
 }  // namespace io_detail
 
@@ -167,41 +145,16 @@ QuantizedLinearOf<Format> load_mlx_linear_as(const SafetensorsFile& file, std::s
 /// run time; MLX affine by default). Throws std::invalid_argument naming the file and tensor for a
 /// missing tensor, a wrong dtype (so codes of another mode: their scales' dtype differs), shapes that do
 /// not fit the format, a scale the format refuses, or an unsupported format.
-inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size,
-                                          int bits, std::string_view mode = "affine") {
-    return dispatch_format(mode, group_size, bits, [&]<class Format>(std::type_identity<Format>) {
-        return AnyQuantizedLinear(load_mlx_linear_as<Format>(file, prefix));
-    });
-}
+AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, int group_size, int bits,
+                                   std::string_view mode = "affine");
 
 /// Loads layer `prefix` with the format `config` gives it. Throws std::invalid_argument when config
 /// says the layer is not quantized (load it with load_linear) or as load_mlx_linear above.
-inline AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix,
-                                          const MlxQuantization& config) {
-    const auto format = config.for_layer(prefix);
-    if (!format)
-        throw format_error("lowbit::load_mlx_linear: " + file.path() + ": layer " + io_detail::quoted(prefix) +
-                           " is not quantized in the config; load it with load_linear");
-    return load_mlx_linear(file, prefix, format->group_size, format->bits, format->mode);
-}
+AnyQuantizedLinear load_mlx_linear(const SafetensorsFile& file, std::string_view prefix, const MlxQuantization& config);
 
 /// Loads the float linear layer `prefix` (prefix.weight F32/F16/BF16 [out, in], optional prefix.bias
 /// [out]). Throws std::invalid_argument naming the file and tensor when one is missing or malformed.
-inline Linear load_linear(const SafetensorsFile& file, std::string_view prefix) {
-    constexpr std::string_view function = "load_linear";
-    const std::string base(prefix);
-    const std::string weight_name = base + ".weight";
-    if (!file.contains(weight_name)) throw io_detail::layer_error(file, function, weight_name, "missing");
-    const SafetensorsTensor weight = file.tensor(weight_name);
-    if (!is_float_dtype(weight.dtype) || weight.shape.size() != 2)
-        throw io_detail::layer_error(file, function, weight_name,
-                                     "is " + std::string(dtype_name(weight.dtype)) + " " +
-                                         io_detail::shape_text(weight.shape) + ", a float weight is F32, F16 or BF16 [out, in]");
-    Linear linear;
-    linear.weight = io_detail::float_tensor(file, function, weight_name, weight.shape[0], weight.shape[1]);
-    linear.bias = io_detail::bias_tensor(file, function, base + ".bias", weight.shape[0]);
-    return linear;
-}
+Linear load_linear(const SafetensorsFile& file, std::string_view prefix);
 
 /// Adds layer `prefix` to `writer` in MLX's layout: prefix.weight (U32 codes), prefix.scales and (when
 /// the format has them) prefix.biases in `dtype` (F32, F16 or BF16, rounded to nearest even; U8 scales
@@ -227,16 +180,14 @@ void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const Q
 }
 
 /// save_mlx_linear for a layer whose format is known at run time.
-inline void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const AnyQuantizedLinear& layer,
-                            Dtype dtype = Dtype::f32) {
-    std::visit([&](const auto& typed) { save_mlx_linear(writer, prefix, typed, dtype); }, layer.variant());
-}
+void save_mlx_linear(SafetensorsWriter& writer, std::string_view prefix, const AnyQuantizedLinear& layer,
+                     Dtype dtype = Dtype::f32);
 
 /// Adds a float layer: prefix.weight [out, in] and prefix.bias [out] (if any) in `dtype`.
-inline void save_linear(SafetensorsWriter& writer, std::string_view prefix, const Linear& layer, Dtype dtype = Dtype::f32) {
-    const std::string base(prefix);
-    writer.add(base + ".weight", layer.weight, dtype);
-    if (layer.bias) writer.add(base + ".bias", *layer.bias, dtype);
-}
+void save_linear(SafetensorsWriter& writer, std::string_view prefix, const Linear& layer, Dtype dtype = Dtype::f32);
 
 LOWBIT_END_NAMESPACE
+
+#if !defined(LOWBIT_EXTERN_IO)
+#include "impl/mlx_checkpoint.hpp"
+#endif

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "../detail/config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/float16.hpp"
 #include "dtype.hpp"
 #include "safetensors.hpp"
@@ -18,7 +19,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <ranges>
 #include <span>
@@ -29,7 +29,6 @@
 #include <vector>
 
 #include <Eigen/Core>
-#include <nlohmann/json.hpp>
 
 LOWBIT_BEGIN_NAMESPACE
 
@@ -93,52 +92,11 @@ public:
 
     /// The whole file as bytes. Throws std::invalid_argument when a tensor name or metadata string is
     /// not valid UTF-8 (JSON needs it).
-    std::vector<std::byte> to_bytes() const {
-        std::vector<const Tensor*> order;
-        for (const auto& tensor : tensors_) order.push_back(&tensor);
-        std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
-            if (dtype_size(a->dtype) != dtype_size(b->dtype)) return dtype_size(a->dtype) > dtype_size(b->dtype);
-            return a->name < b->name;
-        });
-        nlohmann::json header = nlohmann::json::object();
-        if (!metadata_.empty()) header["__metadata__"] = metadata_;
-        std::uint64_t offset = 0;
-        for (const Tensor* tensor : order) {
-            header[tensor->name] = {{"dtype", std::string(dtype_name(tensor->dtype))},
-                                    {"shape", tensor->shape},
-                                    {"data_offsets", {offset, offset + tensor->bytes.size()}}};
-            offset += tensor->bytes.size();
-        }
-        std::string text;
-        try {
-            text = header.dump();
-        } catch (const nlohmann::json::exception& e) {  // a name or metadata string that is not UTF-8
-            throw std::invalid_argument(std::string("lowbit::SafetensorsWriter: the header cannot be written: ") + e.what());
-        }
-        text.append((8 - text.size() % 8) % 8, ' ');
-
-        std::vector<std::byte> file(8 + text.size() + static_cast<std::size_t>(offset));
-        const std::uint64_t header_size = text.size();
-        std::memcpy(file.data(), &header_size, 8);
-        std::memcpy(file.data() + 8, text.data(), text.size());
-        std::byte* data = file.data() + 8 + text.size();
-        for (const Tensor* tensor : order) {
-            if (!tensor->bytes.empty()) std::memcpy(data, tensor->bytes.data(), tensor->bytes.size());
-            data += tensor->bytes.size();
-        }
-        return file;
-    }
+    std::vector<std::byte> to_bytes() const;
 
     /// Writes the file to `path` (replacing it). Throws std::runtime_error naming the path on an I/O
     /// error, std::invalid_argument as to_bytes.
-    void write(const std::filesystem::path& path) const {
-        const std::vector<std::byte> bytes = to_bytes();
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error("lowbit::SafetensorsWriter::write: " + path.string() + ": cannot open for writing");
-        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        out.close();
-        if (!out) throw std::runtime_error("lowbit::SafetensorsWriter::write: " + path.string() + ": write failed");
-    }
+    void write(const std::filesystem::path& path) const;
 
 private:
     struct Tensor {
@@ -191,3 +149,7 @@ private:
 };
 
 LOWBIT_END_NAMESPACE
+
+#if !defined(LOWBIT_EXTERN_IO)
+#include "impl/safetensors_writer.hpp"
+#endif
