@@ -1,12 +1,14 @@
 // qgemm_f32 panel packing: the codes of a slice of groups of NR output columns, unpacked and scaled
 // into a float panel block with the columns' biases (zeros in a format without biases), for
 // QgemmF32Ukernel, any format (values by F32Codes<Format> and Format::value, scales by
-// Format::group_scale). Vector unpack for codes in whole words, the scalar block unpacker otherwise. The driver builds
-// one block at a time, right before its register blocks read it, or (fuses_panel_build) unpacks it word by word inside
-// the last register block over the block before, in place. The scales and biases are turned into rows once per tile of
-// NC columns (gather_tile_scales), the code words once per block (gather_panel_words). Layout: per group
-// of the slice, GroupSize rows of scaled codes s * q then one row of biases b, each NR floats, so a
-// register block streams its block in order (no stride that maps its rows onto a few L1 sets):
+// Format::group_scale). The code words are turned into columns first, so every unpack step shifts and masks NR
+// columns with the same constants, W per vector: word by word for codes in whole words, 32 codes (Bits words) at a time
+// for codes that straddle words. The driver builds one block at a time, right before its register blocks read it, or
+// (fuses_panel_build) unpacks it word by word inside the last register block over the block before, in place. The
+// scales and biases are turned into rows once per tile of NC columns (gather_tile_scales), the code words once per
+// block (gather_panel_words). Layout: per group of the slice, GroupSize rows of scaled codes s * q then one row of
+// biases b, each NR floats, so a register block streams its block in order (no stride that maps its rows onto a few L1
+// sets):
 //
 //   | g0: k = 0 | k = 1 | ... | k = G-1 | b | g0+1: k = 0 | ... | b | ...
 //   element (group i of the slice, row k <= G, column j < NR) at panel_offset(i, k, j) =
@@ -24,7 +26,6 @@
 
 #include <Eigen/Core>
 
-#include "../mlx_affine/packing.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
 #include "../unroll.hpp"
@@ -49,15 +50,11 @@ constexpr Index panel_floats(Index groups) noexcept {
     return panel_offset<Arch, GroupSize>(groups, 0, 0);
 }
 
-/// Whether build_panel uses its words_t scratch (the formats whose codes fill whole words).
-template <class Format>
-inline constexpr bool panel_transposes_words = Format::codes_in_whole_words;
-
 /// Whether qgemm_f32 unpacks the next panel block inside the last register block over this one
 /// (unpack_panel_word between its steps): the formats whose codes fill whole words, where the registers
 /// hold the register block and the unpacking both (32 vector registers: AVX-512).
 template <class Arch, class Format>
-inline constexpr bool fuses_panel_build = panel_transposes_words<Format>&& QgemmF32Ukernel<Arch>::W >= 16;
+inline constexpr bool fuses_panel_build = Format::codes_in_whole_words&& QgemmF32Ukernel<Arch>::W >= 16;
 
 /// out[c * out_stride + r] = src[r * src_stride + c] for r < rows, c < cols (32-bit elements): squares of
 /// W x W through simd::transpose_words, the row and column tails element by element. Each square's rows
@@ -90,7 +87,7 @@ void transpose_block(const T* src, Index src_stride, Index rows, Index cols, T* 
 /// The scratch of qgemm_f32's panel builds, Arch::alignment()-aligned:
 ///   scales_t, biases_t: the tile's scales and biases turned into rows of NC columns,
 ///     scales_t[g * NC + c] = scale of group g in column n0 + c (zero from column nc on), all groups;
-///   words_t (panel_transposes_words): one panel block's code words turned into columns,
+///   words_t: one panel block's code words turned into columns,
 ///     words_t[w * NR + j] = word w of the slice in column j (zero from column nc on);
 ///   decoded (byte scales that decode as vectors): the tile's scales decoded row by row before they are
 ///     turned, decoded[c * groups + g] = scale of group g in column n0 + c.
@@ -105,7 +102,7 @@ struct PanelScratch {
     PanelScratch(Index groups, Index slice_groups)
         : scales_t(static_cast<std::size_t>(groups * NC)),
           biases_t(static_cast<std::size_t>(groups * NC)),
-          words_t(panel_transposes_words<Format> ? static_cast<std::size_t>(slice_groups * words_per_group * NR) : 0),
+          words_t(static_cast<std::size_t>(slice_groups * words_per_group * NR)),
           decoded(decodes_scale_rows ? static_cast<std::size_t>(groups * NC) : 0) {}
     aligned_vector<float> scales_t, biases_t;
     aligned_vector<std::uint32_t> words_t;
@@ -139,7 +136,7 @@ void gather_tile_scales(const QuantizedView<Format>& q, Index n0, Index nc, Pane
 }
 
 /// Fills scratch.words_t with the code words of groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <=
-/// NR (panel_transposes_words), prefetching the same columns' next slice.
+/// NR, prefetching the same columns' next slice.
 template <class Arch, class Format>
 void gather_panel_words(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc,
                         PanelScratch<Arch, Format>& scratch) {
@@ -160,11 +157,11 @@ struct PanelBlockScales {
 };
 
 /// The panel rows of code word w of group i of the slice (rows w * codes_per_word ..), fl(s * q) for all
-/// NR columns, W per vector, from scratch.words_t (panel_transposes_words).
+/// NR columns, W per vector, from scratch.words_t (codes in whole words).
 template <class Arch, class Format>
 LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Format>& scratch, PanelBlockScales block,
                                                    Index i, int w, float* panel) {
-    static_assert(panel_transposes_words<Format>, "unpack_panel_word: codes must fill whole words");
+    static_assert(Format::codes_in_whole_words, "unpack_panel_word: codes must fill whole words");
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
@@ -185,6 +182,37 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Form
     });
 }
 
+/// The panel rows of group i of the slice, fl(s * q) for all NR columns, W per vector, from scratch.words_t, for
+/// codes that straddle words (3, 5 and 6 bits). Every 32 codes fill Bits whole words (a group holds whole such
+/// blocks), so code t of a block starts at bit t * Bits of the block: in word t * Bits / 32, shifted down by
+/// t * Bits % 32, with the next word's low bits above it where it straddles; the same shifts in every column.
+template <class Arch, class Format>
+void unpack_panel_group(const PanelScratch<Arch, Format>& scratch, PanelBlockScales block, Index i, float* panel) {
+    using ubatch = xsimd::batch<std::uint32_t, Arch>;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
+    constexpr Index W = static_cast<Index>(ubatch::size);
+    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
+    constexpr int words_per_group = Format::words_per_group;
+    static_assert(GroupSize % 32 == 0, "unpack_panel_group: a group holds whole blocks of 32 codes");
+    const ubatch mask((std::uint32_t{1} << Bits) - 1);
+    for (int b = 0; b < GroupSize / 32; ++b)
+        static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
+            constexpr Index j = decltype(column_vector)::value * W;
+            const fbatch scales = fbatch::load_aligned(block.scales + i * NC + j);
+            const std::uint32_t* words = scratch.words_t.data() + (i * words_per_group + b * Bits) * NR + j;
+            static_for<32>([&](auto step) LOWBIT_ALWAYS_INLINE {
+                constexpr int t = decltype(step)::value;
+                constexpr int word = t * Bits / 32, shift = t * Bits % 32;
+                ubatch code = ubatch::load_aligned(words + word * NR) >> shift;
+                if constexpr (shift + Bits > 32)
+                    code = code | (ubatch::load_aligned(words + (word + 1) * NR) << (32 - shift));
+                (F32Codes<Format>::template value<Arch>(code & mask) * scales)
+                    .store_aligned(panel + panel_offset<Arch, GroupSize>(i, b * 32 + t, j));
+            });
+        });
+}
+
 /// The bias row of group i of the slice.
 template <class Arch, int GroupSize>
 LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Index i, float* panel) {
@@ -197,32 +225,20 @@ LOWBIT_ALWAYS_INLINE inline void store_panel_biases(PanelBlockScales block, Inde
 
 /// Writes groups [g0, g0 + groups) of columns [n0, n0 + nc), nc <= NR, into panel (panel_floats(groups)
 /// floats, Arch::alignment()-aligned), the layout above: per group GroupSize rows of fl(s * q), then the
-/// biases; columns nc .. NR-1 are zero. Scales and biases from block (gather_tile_scales). Vector unpack
-/// for the formats whose codes fill whole words (gather_panel_words, then unpack_panel_word for every
-/// word), the scalar block unpacker otherwise.
+/// biases; columns nc .. NR-1 are zero. Scales and biases from block (gather_tile_scales). The words turned
+/// into columns (gather_panel_words), then unpack_panel_word for every word of codes in whole words,
+/// unpack_panel_group for codes that straddle words.
 template <class Arch, class Format>
 void build_panel(const QuantizedView<Format>& q, Index g0, Index groups, Index n0, Index nc, float* panel,
                  PanelScratch<Arch, Format>& scratch, PanelBlockScales block) {
-    constexpr Index NR = QgemmF32Ukernel<Arch>::NR, NC = QgemmF32Ukernel<Arch>::NC;
     constexpr int GroupSize = Format::group_size;
     constexpr int words_per_group = Format::words_per_group;
-    if constexpr (panel_transposes_words<Format>) gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
+    gather_panel_words<Arch>(q, g0, groups, n0, nc, scratch);
     for (Index i = 0; i < groups; ++i) {
-        if constexpr (panel_transposes_words<Format>) {
+        if constexpr (Format::codes_in_whole_words) {
             for (int w = 0; w < words_per_group; ++w) unpack_panel_word<Arch>(scratch, block, i, w, panel);
         } else {
-            // Codes that straddle words: the scalar block unpacker, straight from the column's row of q.
-            std::array<float, GroupSize> codes{};
-            for (Index j = 0; j < NR; ++j) {
-                if (j < nc)
-                    unpack_codes<Format::bits>(&q.codes(n0 + j, (g0 + i) * words_per_group), GroupSize, codes.data());
-                else
-                    codes.fill(0.0f);
-                const float scale = block.scales[i * NC + j];
-                for (int k = 0; k < GroupSize; ++k)
-                    panel[panel_offset<Arch, GroupSize>(i, k, j)] =
-                        scale * Format::value(static_cast<std::uint32_t>(codes[static_cast<std::size_t>(k)]));
-            }
+            unpack_panel_group<Arch>(scratch, block, i, panel);
         }
         store_panel_biases<Arch, GroupSize>(block, i, panel);
     }
