@@ -212,9 +212,10 @@ public:
     }
 
     /// forward(x) with the activations chosen (see quantized_matmul(x, q, activations)); f32 is forward(x).
-    /// The first int8 call on a 2-, 4- or 8-bit layer also reorders the weights into the int8 GEMM's
-    /// panels and keeps them (as much memory again as weight()'s codes, scales and biases; copies share
-    /// them); later calls run on them at every batch size. Results are within the same N11 bound as
+    /// The first int8 call on an MLX affine layer also reorders the weights into the int8 GEMM's panels
+    /// and keeps them (as much memory again as weight()'s codes, scales and biases; for 1, 3, 5 and 6
+    /// bits the codes are repacked at 2, 4 or 8 bits, up to 8/5 of their memory; copies share them);
+    /// later calls run on them at every batch size. Results are within the same N11 bound as
     /// quantized_matmul(x, weight(), Activations::int8), not necessarily bit-identical to it.
     template <class Derived>
     RowMatrixXf forward(const Eigen::MatrixBase<Derived>& x, Activations activations) const {
@@ -248,8 +249,9 @@ public:
 private:
     Matrix weight_;
     std::optional<Eigen::VectorXf> bias_;
-    // The int8 GEMM's panels of weight_, built by the first int8 forward (2, 4 and 8 bits; as many
-    // bytes as weight_'s codes, scales and biases) and shared by copies; null only when moved from.
+    // The int8 GEMM's panels of weight_, built by the first int8 forward (about as many bytes as
+    // weight_'s codes, scales and biases; more for repacked widths) and shared by copies; null only
+    // when moved from.
     std::shared_ptr<detail::Int8PanelCache> int8_panels_ = std::make_shared<detail::Int8PanelCache>();
 };
 

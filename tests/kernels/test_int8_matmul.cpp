@@ -190,8 +190,8 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the pa
                         "[int8][kernels][N11]", lowbit::test::TestedFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     auto rng = lowbit::test::make_rng(0x1A86 + G * 16 + B);
-    // 2, 4 and 8 bits: the panels of the whole matrix, built on the first call (Int8PanelCache);
-    // 3, 5 and 6 bits keep none and run the per-call dispatch.
+    // The panels of the whole matrix, built on the first call (Int8PanelCache): the MLX words for 2, 4
+    // and 8 bits, the codes repacked at 2, 4 or 8 bits for 1, 3, 5 and 6.
     for (const Index M : {1, 2, 5, 8, 13})
         for (const Index N : {7, 32, 33, 65})
             for (const Index groups : {1, 3})
@@ -205,7 +205,7 @@ TEMPLATE_LIST_TEST_CASE("int8 GEMM on a layer's panels: every M, N around the pa
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("MLX affine layers of 2, 4 and 8 bits keep int8 panels of this build's width",
+TEMPLATE_LIST_TEST_CASE("MLX affine layers of every width keep int8 panels of this build's width",
                         "[int8][kernels][N11]", lowbit::test::TestedAffineFormats) {
     constexpr int G = TestType::group_size, B = TestType::bits;
     using table = detail::MlxAffineI8Kernels<G, B, detail::dispatch_int8_ops>;

@@ -75,18 +75,19 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
 
 /// The int8-activation kernels (N11) of the MLX affine format <GroupSize, Bits> for the integer
 /// instruction set Ops of detail/arch/int8.hpp (void: none, the reference runs). Every bit width
-/// has them (3, 5 and 6 bits unpack codes to bytes first). Without a layer's panels: below gemm_rows
-/// rows the row-dot kernel of int8_gemv.hpp runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from
-/// gemm_rows on the panel GEMM of int8_gemm.hpp (recorded as GEMM); the threshold is measured (4096 x
-/// 4096, 1 thread). With a layer's Int8PanelCache and `prepacked` (2, 4 and 8 bits), the GEMM on the
-/// panels built once runs for every M (as fast as the row dot at M = 1, faster from M = 2; measured).
+/// has them (the row dot unpacks 1, 3, 5 and 6-bit codes to bytes first; the panels repack them at 2,
+/// 4 or 8 bits). Without a layer's panels: below gemm_rows rows the row-dot kernel of int8_gemv.hpp
+/// runs (M = 1 is recorded as GEMV, M > 1 as GEMM), from gemm_rows on the panel GEMM of int8_gemm.hpp
+/// (recorded as GEMM); the threshold is measured (4096 x 4096, 1 thread). With a layer's
+/// Int8PanelCache (`prepacked`, every width), the GEMM on the panels built once runs for every M (as
+/// fast as the row dot at M = 1, faster from M = 2; measured).
 template <int GroupSize, int Bits, class Ops>
 struct MlxAffineI8Kernels {
     using ops = Ops;
     static constexpr bool simd = !std::is_same_v<Ops, void>;
     static constexpr bool gemv = simd;  ///< M = 1
     static constexpr bool gemm = simd;  ///< M > 1
-    static constexpr bool prepacked = simd && kernels::Int8PanelLayout<GroupSize, Bits>::packed;  ///< every M
+    static constexpr bool prepacked = simd;        ///< every M, on a layer's panels
     static constexpr Eigen::Index gemm_rows = 12;  ///< first M of the panel GEMM (M = 8: row dot faster, 16: GEMM)
 };
 

@@ -4,10 +4,11 @@
 // ternary/int8_gemm.hpp).
 //
 // The microkernel computes an MR x NR tile of outputs, NR = NJ * Ops::lanes weight rows, one weight row
-// per int32 lane. Its unit is a 32-bit word of codes: for Bits in {2, 4, 8} the MLX word itself (code j
-// in bits j*Bits, so byte b holds codes b*S .. b*S+S-1, S = 8 / Bits), for Bits in {3, 5, 6} four codes
-// unpacked to one byte each (S = 1). Step t of a word, (word >> t*Bits) & mask per byte, holds in byte b
-// the code b*S + t; one dot instruction on it sums 4 codes against the activation quad (xq at those 4
+// per int32 lane. Its unit is a 32-bit word of codes at byte_bits bits each (code j in bits j*byte_bits, so
+// byte b holds codes b*S .. b*S+S-1, S = 8 / byte_bits): for Bits in {2, 4, 8} the MLX word itself
+// (byte_bits = Bits), for other widths the codes repacked at the next of those widths (1 -> 2, 3 -> 4,
+// 5 and 6 -> 8 bits) when the panel is built. Step t of a word, (word >> t*byte_bits) & mask per byte,
+// holds in byte b the code b*S + t; one dot instruction on it sums 4 codes against the activation quad (xq at those 4
 // positions) broadcast to every lane.
 //   weight panel: one record per weight group, in group order, in 32-bit units (rows past N zero):
 //
@@ -47,7 +48,7 @@ namespace detail::kernels {
 template <int GroupSize, int Bits, int ParamSlots = 2>
 struct Int8PanelLayout {
     static constexpr bool packed = Bits == 2 || Bits == 4 || Bits == 8;  ///< words read straight from q.codes
-    static constexpr int byte_bits = packed ? Bits : 8;                  ///< bits per code in a panel byte
+    static constexpr int byte_bits = Bits <= 2 ? 2 : Bits <= 4 ? 4 : 8;  ///< bits per code in a panel byte
     static constexpr int steps = 8 / byte_bits;                          ///< S: codes per byte
     static constexpr int word_codes = 4 * steps;                         ///< codes per word
     static constexpr int words_per_group = GroupSize / word_codes;

@@ -36,7 +36,7 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
     const Eigen::Index K = q.cols();
     const Int8RowBlocks blocks =
         pack_activations_int8<Arch, GroupSize, layout::steps, Int8RowSums::x>(x, x_stride, M, K, MR);
-    const std::size_t unpacked_bytes = layout::packed ? 0 : static_cast<std::size_t>(NR * K);
+    const std::size_t unpacked_bytes = static_cast<std::size_t>(repack_scratch_bytes<GroupSize, Bits>(NR, K));
     int8_gemm_packing_panels<Ops, GroupSize, Bits>(
         blocks, q.rows(), K, unpacked_bytes,
         [&](Eigen::Index n0, std::uint32_t* panel, std::uint8_t* unpacked) {

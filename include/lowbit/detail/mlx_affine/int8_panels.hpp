@@ -1,6 +1,7 @@
 // The MLX affine format's side of the int8 GEMM (docs/numerics.md N11; layout in gemm/int8_panels.hpp):
-// its weight rows packed into panels (the MLX words themselves for 2, 4 and 8 bits, codes unpacked to
-// bytes for 3, 5 and 6), per call or once per layer. Its activations: gemm/int8_activations.hpp.
+// its weight rows packed into panels (the MLX words themselves for 2, 4 and 8 bits, the codes repacked at
+// Int8PanelLayout::byte_bits for 1, 3, 5 and 6), per call or once per layer. Its activations:
+// gemm/int8_activations.hpp.
 #pragma once
 
 #include "../config.hpp"
@@ -22,9 +23,20 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
+/// Bytes of the scratch pack_weight_panel_int8 needs for NR rows of K codes: none when the panel reads
+/// q's own words; else the rows repacked at byte_bits, plus one row unpacked to bytes on the way when
+/// byte_bits < 8.
+template <int GroupSize, int Bits>
+constexpr Eigen::Index repack_scratch_bytes(int NR, Eigen::Index K) {
+    using layout = Int8PanelLayout<GroupSize, Bits>;
+    if (layout::packed) return 0;
+    return NR * K * layout::byte_bits / 8 + (layout::byte_bits < 8 ? K : 0);
+}
+
 /// Packs weight rows [n0, n0 + NR) of q (rows past q.rows() as zeros) into one panel (panel_units(K, NR)
-/// units at `panel`, the record layout above). `unpacked` is scratch of NR * K bytes (used for 3, 5 and
-/// 6 bits). Ops (detail/arch/int8.hpp) transposes the words.
+/// units at `panel`, the record layout above). `unpacked` is scratch of repack_scratch_bytes(NR, K)
+/// bytes, 4-byte aligned (codes of 1, 3, 5 and 6 bits are unpacked there and repacked at byte_bits).
+/// Ops (detail/arch/int8.hpp) transposes the words.
 template <class Ops, int NR, int GroupSize, int Bits>
 void pack_weight_panel_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, Eigen::Index n0, std::uint32_t* panel,
                             std::uint8_t* unpacked) {
@@ -39,8 +51,16 @@ void pack_weight_panel_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, 
         if constexpr (layout::packed) {
             code_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.codes(n0 + r, 0));
         } else {
-            unpack_codes<Bits>(&q.codes(n0 + r, 0), static_cast<std::size_t>(K), unpacked + r * K);
-            code_rows[r] = unpacked + r * K;
+            std::uint8_t* row = unpacked + r * K * layout::byte_bits / 8;
+            if constexpr (layout::byte_bits == 8) {
+                unpack_codes<Bits>(&q.codes(n0 + r, 0), static_cast<std::size_t>(K), row);
+            } else {
+                std::uint8_t* bytes = unpacked + NR * K * layout::byte_bits / 8;
+                unpack_codes<Bits>(&q.codes(n0 + r, 0), static_cast<std::size_t>(K), bytes);
+                pack_codes<layout::byte_bits>(bytes, static_cast<std::size_t>(K),
+                                              reinterpret_cast<std::uint32_t*>(row));
+            }
+            code_rows[r] = row;
         }
         scale_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.scales(n0 + r, 0));
         bias_rows[r] = reinterpret_cast<const std::uint8_t*>(&q.biases(n0 + r, 0));
@@ -51,14 +71,14 @@ void pack_weight_panel_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q, 
     transpose_to_panel_int8<Ops, NR>(bias_rows, rows, groups, 1, record, panel + layout::biases_offset(NR));
 }
 
-/// Every panel of q (ceil(N / NR) of them), for Bits in {2, 4, 8} (the words are q's own); threads
-/// over panels.
+/// Every panel of q (ceil(N / NR) of them); threads over panels. For 1, 3, 5 and 6 bits the panels hold
+/// the codes repacked (at 2, 4, 8 and 8 bits: up to 8/5 of the codes' memory), built once here.
 template <class Ops, int NR, int GroupSize, int Bits>
 Int8WeightPanels pack_weight_panels_int8(const QuantizedView<MlxAffine<GroupSize, Bits>>& q) {
-    using layout = Int8PanelLayout<GroupSize, Bits>;
-    static_assert(layout::packed, "pack_weight_panels_int8: 3, 5 and 6 bits unpack codes per call instead");
+    const Eigen::Index scratch_words = (repack_scratch_bytes<GroupSize, Bits>(NR, q.cols()) + 3) / 4;
     return pack_all_int8_panels<NR, GroupSize, Bits, 2>(q.rows(), q.cols(), [&](Eigen::Index n0, std::uint32_t* panel) {
-        pack_weight_panel_int8<Ops, NR>(q, n0, panel, nullptr);
+        std::vector<std::uint32_t> scratch(static_cast<std::size_t>(scratch_words));
+        pack_weight_panel_int8<Ops, NR>(q, n0, panel, reinterpret_cast<std::uint8_t*>(scratch.data()));
     });
 }
 
