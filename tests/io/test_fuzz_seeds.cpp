@@ -1,6 +1,6 @@
-// Seed corpus for the fuzzers fuzz/fuzz_safetensors.cpp and fuzz/fuzz_gguf.cpp: when LOWBIT_FUZZ_CORPUS
-// is set, writes a few small valid files into $LOWBIT_FUZZ_CORPUS/safetensors/ and .../gguf/ (and checks
-// that they open); otherwise does nothing. tools/run-fuzzers runs it first.
+// Seed corpus for the fuzzers fuzz/fuzz_safetensors.cpp and fuzz/fuzz_gguf.cpp: a few small valid files,
+// checked to open on every run; when LOWBIT_FUZZ_CORPUS is set, also written into
+// $LOWBIT_FUZZ_CORPUS/safetensors/ and .../gguf/. tools/run-fuzzers runs it first.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
