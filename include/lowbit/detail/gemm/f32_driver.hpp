@@ -44,7 +44,7 @@ void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
     const Index K = q.cols(), N = q.rows();
     std::vector<float> x_sum(static_cast<std::size_t>(K / GroupSize));
     group_sums<Arch, GroupSize>(x, K, 1, K, x_sum.data());
-    const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
+    const Index lanes = gemv_chunks_with_tail<Arch, Format>(K) * W * (32 / Bits);
     // Aligned: qgemv_f32_rows loads it once per code step, and a split load per step is measurably slower
     // (benchmarks/README.md).
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
@@ -54,7 +54,7 @@ void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
     const Index row_bytes = K * Bits / 8;
     const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
     parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
-        qgemv_f32_rows<Arch, Format>(q, x, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
+        qgemv_f32_rows<Arch, Format>(q, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
                                      static_cast<Index>(end), out);
     });
 }
@@ -72,7 +72,7 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
     std::vector<float> x_sum(static_cast<std::size_t>(M * groups));
     group_sums<Arch, GroupSize>(x, x_stride, M, K, x_sum.data());
     // Each permuted row padded to a whole number of cache lines, so every row starts aligned.
-    const Index lanes = (K * Bits / 32) / W * W * (32 / Bits);
+    const Index lanes = gemv_chunks_with_tail<Arch, Format>(K) * W * (32 / Bits);
     const Index lanes_stride = (std::max<Index>(lanes, 1) + 15) / 16 * 16;
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(M * lanes_stride));
@@ -100,15 +100,14 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
                     constexpr int Rows = decltype(count)::value;
                     if constexpr (Rows > 0 && (deep_rows == 0 || Rows < deep_min_rows)) {
                         if (rows == Rows)
-                            qgemv_f32_batch_rows<Arch, Format, Rows>(
-                                q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
-                                x_sum.data() + m * groups, n0, n1, out + m * out_stride, out_stride);
+                            qgemv_f32_batch_rows<Arch, Format, Rows>(q, x_lanes.data() + m * lanes_stride, lanes_stride,
+                                                                     x_sum.data() + m * groups, n0, n1,
+                                                                     out + m * out_stride, out_stride);
                     } else if constexpr (Rows >= deep_min_rows) {
                         if (rows == Rows)
                             qgemv_f32_batch_rows_deep<Arch, Format, Rows>(
-                                q, x + m * x_stride, x_stride, x_lanes.data() + m * lanes_stride, lanes_stride,
-                                x_sum.data() + m * groups, n0, n1, static_cast<Index>(end), out + m * out_stride,
-                                out_stride, totals.data());
+                                q, x_lanes.data() + m * lanes_stride, lanes_stride, x_sum.data() + m * groups, n0, n1,
+                                static_cast<Index>(end), out + m * out_stride, out_stride, totals.data());
                     }
                 });
             }

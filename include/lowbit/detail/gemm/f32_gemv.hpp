@@ -37,18 +37,29 @@ namespace detail::kernels {
 
 using Index = Eigen::Index;
 
-/// x rearranged for qgemv (see the top of this file): size chunks * (32/Bits) * W, times the format's
-/// x_lanes_scale per code step (F32Codes).
+/// Chunks of W words in a row of K codes, the last one partial (the words after the last whole
+/// chunk, zero-padded: finish_row) when the row's words are not a multiple of W.
+template <class Arch, class Format>
+Index gemv_chunks_with_tail(Index K) {
+    constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+    const Index words = K * Format::bits / 32;
+    return (words + W - 1) / W;
+}
+
+/// x rearranged for qgemv (see the top of this file): gemv_chunks_with_tail(K) * (32/Bits) * W floats,
+/// times the format's x_lanes_scale per code step (F32Codes); lanes past the row's last word are 0.
 template <class Arch, class Format>
 void permute_x_for_gemv(const float* x, Index K, float* x_lanes) {
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     constexpr Index codes_per_word = 32 / Format::bits;
-    const Index chunks = (K / codes_per_word) / W;
+    const Index words = K / codes_per_word;
+    const Index chunks = gemv_chunks_with_tail<Arch, Format>(K);
     for (Index c = 0; c < chunks; ++c)
         for (Index t = 0; t < codes_per_word; ++t) {
             const float unscale = F32Codes<Format>::x_lanes_scale(static_cast<int>(t));
             for (Index i = 0; i < W; ++i)
-                x_lanes[(c * codes_per_word + t) * W + i] = x[(c * W + i) * codes_per_word + t] * unscale;
+                x_lanes[(c * codes_per_word + t) * W + i] =
+                    c * W + i < words ? x[(c * W + i) * codes_per_word + t] * unscale : 0.0f;
         }
 }
 
@@ -128,24 +139,59 @@ private:
     std::array<xsimd::batch_bool<float, Arch>, groups_per_chunk> lane_in_group_{};
 };
 
-/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q) plus, in a
-/// format with biases, sum_g b[n, g] * x_sum[g] (vectorised: a serial scalar loop is a dependency chain
-/// as long as the row has groups, which holds up the next row) plus the codes of the words from
-/// `tail_word` on (those after the last whole chunk, when a row has fewer than W words left over), in
-/// scalar code.
+/// The words of weight row n after its last whole chunk (from tail_word on, fewer than W) as one more
+/// chunk, zero-padded, with the scales of its lanes (zero past the row), for finish_row.
+template <class Arch>
+struct GemvTail {
+    xsimd::batch<std::uint32_t, Arch> words;
+    xsimd::batch<float, Arch> scales;
+};
+
+/// Whether rows of K codes have words after their last whole chunk of W (then gemv_tail is needed).
+template <class Arch, class Format>
+bool gemv_has_tail(Index K) {
+    return (K * Format::bits / 32) % static_cast<Index>(xsimd::batch<float, Arch>::size) != 0;
+}
+
+/// GemvTail of weight row n, whose last whole chunk ends at word tail_word.
+template <class Arch, class Format>
+GemvTail<Arch> gemv_tail(const QuantizedView<Format>& q, Index n, Index tail_word) {
+    constexpr int codes_per_word = 32 / Format::bits;
+    constexpr int W = static_cast<int>(xsimd::batch<float, Arch>::size);
+    const Index row_words = q.cols() * Format::bits / 32;
+    alignas(64) std::array<std::uint32_t, W> words{};
+    alignas(64) std::array<float, W> lane_scales{};
+    for (Index i = 0; i < row_words - tail_word; ++i) {
+        words[static_cast<std::size_t>(i)] = q.codes(n, tail_word + i);
+        lane_scales[static_cast<std::size_t>(i)] =
+            Format::group_scale(q.scales(n, (tail_word + i) * codes_per_word / Format::group_size));
+    }
+    return {xsimd::batch<std::uint32_t, Arch>::load_aligned(words.data()),
+            xsimd::batch<float, Arch>::load_aligned(lane_scales.data())};
+}
+
+/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q), plus the
+/// row's tail chunk when it has one (`tail`, with the permuted x of that chunk at tail_lanes: the last
+/// chunk of permute_x_for_gemv), plus, in a format with biases, sum_g b[n, g] * x_sum[g] (vectorised: a
+/// serial scalar loop is a dependency chain as long as the row has groups, which holds up the next row).
 template <class Arch, class Format>
 LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedView<Format>& q, Index n,
-                                             const float* x_sum, const float* x, Index tail_word) {
+                                             const float* x_sum, const GemvTail<Arch>* tail, const float* tail_lanes) {
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr int GroupSize = Format::group_size, Bits = Format::bits;
-    constexpr int codes_per_word = 32 / Bits;
-    const Index row_words = q.cols() * Bits / 32;
-    const auto* scales = &q.scales(n, 0);
-    const std::uint32_t* codes = &q.codes(n, 0);
+    constexpr int codes_per_word = 32 / Format::bits;
+    constexpr Index W = static_cast<Index>(fbatch::size);
+    if (tail != nullptr) {
+        fbatch acc(0.0f);
+        static_for<codes_per_word>([&](auto step) LOWBIT_ALWAYS_INLINE {
+            constexpr int t = decltype(step)::value;
+            acc = simd::fma(F32Codes<Format>::template step<Arch, t>(tail->words),
+                            fbatch::load_aligned(tail_lanes + t * W), acc);
+        });
+        total = simd::fma(acc, tail->scales, total);
+    }
     float result;
     if constexpr (Format::has_biases) {
-        constexpr Index W = static_cast<Index>(fbatch::size);
-        const Index groups = q.cols() / GroupSize;
+        const Index groups = q.cols() / Format::group_size;
         const float* bias_row = &q.biases(n, 0);
         Index g = 0;
         for (; g + W <= groups; g += W)
@@ -155,22 +201,14 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, co
     } else {
         result = simd::reduce_add(total);
     }
-    for (Index word = tail_word; word < row_words; ++word) {
-        const std::uint32_t bits = codes[word];
-        for (int t = 0; t < codes_per_word; ++t) {
-            const Index k = word * codes_per_word + t;
-            const float value = Format::value((bits >> (t * Bits)) & ((std::uint32_t{1} << Bits) - 1));
-            result += Format::group_scale(scales[k / GroupSize]) * (x[k] * value);
-        }
-    }
     return result;
 }
 
-/// out[n] for n in [n_begin, n_end) (M = 1). x: the row (contiguous), x_lanes: permute_x_for_gemv(x)
+/// out[n] for n in [n_begin, n_end) (M = 1). x_lanes: permute_x_for_gemv of the row x
 /// (Arch::alignment()-aligned), x_sum: group_sums of x.
 template <class Arch, class Format>
-void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float* x_lanes, const float* x_sum,
-                    Index n_begin, Index n_end, float* out) {
+void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x_lanes, const float* x_sum, Index n_begin,
+                    Index n_end, float* out) {
     static_assert(Format::codes_in_whole_words, "qgemv handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
@@ -179,6 +217,7 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float*
     constexpr int codes_per_word = 32 / Bits;
 
     const Index chunks = (q.cols() * Bits / 32) / W;
+    const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
     // Byte scales that decode as vectors are decoded a row at a time (a vector per W groups) and read
     // as floats, which costs fewer instructions per chunk than decoding each chunk's scales.
     constexpr bool decodes_rows = DecodesScaleVectors<Format, Arch>;
@@ -234,7 +273,9 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x, const float*
         for (; c < chunks; ++c) block(std::integral_constant<int, 1>{}, c);
         static_for<chunk_block - 1>([&](auto i) { total[0] += total[i + 1]; });
 
-        out[n] = finish_row<Arch>(total[0], q, n, x_sum, x, chunks * W);
+        const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n, chunks * W) : GemvTail<Arch>{};
+        out[n] =
+            finish_row<Arch>(total[0], q, n, x_sum, has_tail ? &tail : nullptr, x_lanes + chunks * codes_per_word * W);
     };
     for (Index n = n_begin; n < n_end; ++n) row_dot(n);
 }

@@ -110,18 +110,19 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& 
 }
 
 /// out[r * out_stride + n] for r < Rows and n in [n_begin, n_end). x_lanes: Rows permuted rows
-/// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart; x: the unpermuted rows
-/// (for the words after the last whole chunk), x_stride apart; x_sum: group_sums of the Rows rows.
+/// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart, each ending with the chunk
+/// of the words after the last whole one (finish_row); x_sum: group_sums of the Rows rows.
 template <class Arch, class Format, int Rows>
-void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index x_stride, const float* x_lanes,
-                          Index lanes_stride, const float* x_sum, Index n_begin, Index n_end, float* out,
-                          Index out_stride) {
+void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x_lanes, Index lanes_stride, const float* x_sum,
+                          Index n_begin, Index n_end, float* out, Index out_stride) {
     static_assert(Format::codes_in_whole_words,
                   "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     const Index groups = q.cols() / Format::group_size;
     const Index chunks = (q.cols() * Format::bits / 32) / W;
+    constexpr Index tail_offset = Index{32 / Format::bits} * W;  // floats of permuted x per chunk
+    const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
     const ChunkScales<Arch, Format> lane_scales;
 
     // Cols output columns n0 .. n0 + Cols - 1 over the whole row.
@@ -130,10 +131,11 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index 
         total.fill(fbatch(0.0f));
         accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks, total);
         static_for<Cols>([&](auto j) {
+            const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n0 + j, chunks * W) : GemvTail<Arch>{};
             static_for<Rows>([&](auto r) {
-                out[r * out_stride + n0 + j] =
-                    finish_row<Arch>(total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j,
-                                     x_sum + r * groups, x + r * x_stride, chunks * W);
+                out[r * out_stride + n0 + j] = finish_row<Arch>(
+                    total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j, x_sum + r * groups,
+                    has_tail ? &tail : nullptr, x_lanes + r * lanes_stride + chunks * tail_offset);
             });
         });
     };
@@ -152,15 +154,17 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x, Index 
 /// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
 /// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
 template <class Arch, class Format, int Rows>
-void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, Index x_stride, const float* x_lanes,
-                               Index lanes_stride, const float* x_sum, Index n_begin, Index n_end, Index prefetch_end,
-                               float* out, Index out_stride, float* totals) {
+void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_lanes, Index lanes_stride,
+                               const float* x_sum, Index n_begin, Index n_end, Index prefetch_end, float* out,
+                               Index out_stride, float* totals) {
     static_assert(Format::codes_in_whole_words,
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     const Index groups = q.cols() / Format::group_size;
     const Index chunks = (q.cols() * Format::bits / 32) / W;
+    constexpr Index tail_offset = Index{32 / Format::bits} * W;  // floats of permuted x per chunk
+    const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
     const ChunkScales<Arch, Format> lane_scales;
     Index c0 = 0;
     do {
@@ -177,10 +181,12 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x, I
                 static_for<Rows>(
                     [&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
             } else {
+                const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n, chunks * W) : GemvTail<Arch>{};
                 static_for<Rows>([&](auto r) {
                     constexpr int row = decltype(r)::value;
                     out[row * out_stride + n] =
-                        finish_row<Arch>(total[r], q, n, x_sum + row * groups, x + row * x_stride, chunks * W);
+                        finish_row<Arch>(total[r], q, n, x_sum + row * groups, has_tail ? &tail : nullptr,
+                                         x_lanes + row * lanes_stride + chunks * tail_offset);
                 });
             }
         }
