@@ -68,21 +68,20 @@ namespace lowbit::test {
 
 /// The int8-activation kernels against their reference (docs/numerics.md N11,
 /// int8_matmul_reference.hpp): both add the same 2G terms p_g = fl(fl(s a) isum) and
-/// c_g = fl(b xsum) (isum is bit-exact), in different orders: each sum is within 2G u sum|terms| of
-/// the exact one, so the two differ by at most 4G u sum|terms|. The kernels take xsum from SIMD lane
-/// sums, the reference in k order: each within GroupSize u sum|x| of the exact group sum, so c_g
-/// differs by at most 2 GroupSize u |b| sum|x| (+ one rounding of each product). `abs_terms` is
-/// sum_g ( |p_g| + |b[n,g]| * sum_{k in g} |x[m,k]| ).
-inline double int8_kernel_tolerance(std::size_t groups, std::size_t group_size, double abs_terms) {
-    return (4.0 * static_cast<double>(groups) + 2.0 * static_cast<double>(group_size) + 2.0) * float_unit_roundoff *
-               abs_terms +
+/// c_g = fl(b xsum) (isum and xsum = fl(a sum xq) are bit-exact), in different orders and perhaps
+/// fused: each sum is within 2G u sum|terms| of the exact one (+ one rounding of each product), so the
+/// two differ by at most (4G + 2) u sum|terms|. `abs_terms` is sum_g ( |p_g| + |b[n,g]| * |xsum[m,g]| ),
+/// with |xsum| taken as a * sum_{k in g} |xq|.
+inline double int8_kernel_tolerance(std::size_t groups, double abs_terms) {
+    return (4.0 * static_cast<double>(groups) + 2.0) * float_unit_roundoff * abs_terms +
            std::numeric_limits<float>::denorm_min();
 }
 
-/// The activation rounding of the int8 path (N11), per output: sum_g |s[n,g]| * (a[m,g] / 2) * sum_{k in g} q[n,k]
-/// is the bound of the documentation for exact division; the code comes from RNE(fl(x / a)), whose
+/// The activation rounding of the int8 path (N11), per output: sum_g (a[m,g] / 2) * sum_{k in g} |w[n,k]|
+/// (w = s q + b, the dequantized weight, since the bias term multiplies the dequantized activations
+/// too) is the bound of the documentation for exact division; the code comes from RNE(fl(x / a)), whose
 /// division adds at most u * 127 to |x / a - xq| <= 1/2, so each term is taken as
-/// |s| * a * (1/2 + 128 u) * sum q. `abs_quantization` is sum_g |s| * a * sum_{k in g} q.
+/// a * (1/2 + 128 u) * sum |w|. `abs_quantization` is sum_g a * sum_{k in g} |s q + b|.
 inline double int8_activation_error_bound(double abs_quantization) {
     return (0.5 + 128.0 * float_unit_roundoff) * abs_quantization;
 }

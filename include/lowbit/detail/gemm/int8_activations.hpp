@@ -1,7 +1,7 @@
 // The activations of the int8-activation GEMM (docs/numerics.md N11; layout in int8_panels.hpp),
 // quantized per row and weight group and packed into row blocks, with the per-group sums the format's
-// epilogue needs: MLX affine the f32 sums of x (its bias term), the formats whose codes the panels hold
-// offset by a constant (mxfp4, nvfp4: e2m1/int8_gemm.hpp) the int32 sums of the quantized codes.
+// epilogue needs: MLX affine the f32 sums of the dequantized activations (its bias term), the formats whose codes the
+// panels hold offset by a constant (mxfp4, nvfp4: e2m1/int8_gemm.hpp) the int32 sums of the quantized codes.
 #pragma once
 
 #include "../config.hpp"
@@ -14,15 +14,14 @@
 #include <Eigen/Core>
 
 #include "../threading/parallel.hpp"
-#include "group_sums.hpp"
 #include "int8_panels.hpp"
 #include "int8_quantize_x.hpp"
 
 LOWBIT_BEGIN_NAMESPACE
 namespace detail::kernels {
 
-/// The per-group row sums an epilogue reads: Int8RowBlocks::x_sum (f32, sum of x) or code_sums
-/// (int32, sum of the quantized codes xq).
+/// The per-group row sums an epilogue reads: Int8RowBlocks::x_sum (f32, fl(a * sum of xq):
+/// dequantized_group_sums) or code_sums (int32, sum of the quantized codes xq).
 enum class Int8RowSums { x, codes };
 
 /// Quantizes x [M, K] (finite, row stride x_stride) and packs it for the microkernel, S codes per panel
@@ -65,7 +64,7 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
                 for (Eigen::Index g = 0; g < groups; ++g)
                     put(blocks.a.data() + m0 * packed_groups, r, g, a[static_cast<std::size_t>(g)]);
                 if constexpr (Sums == Int8RowSums::x) {
-                    group_sums<Arch, GroupSize>(row, K, 1, K, sums.data());
+                    dequantized_group_sums<GroupSize>(xq.data(), a.data(), K, sums.data());
                     for (Eigen::Index g = 0; g < groups; ++g)
                         put(blocks.x_sum.data() + m0 * packed_groups, r, g, sums[static_cast<std::size_t>(g)]);
                 } else {

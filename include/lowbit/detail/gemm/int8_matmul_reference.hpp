@@ -14,12 +14,14 @@
 //                                                          mxfp8 245760*127*32 < 2^31)
 //   p_g = fl(fl(s[n,g] * a[m,g]) * float(isum))           (float(isum) is exact for |isum| < 2^24, so
 //                                                          always but in mxfp8, where it rounds to even)
-//   c_g = fl(b[n,g] * xsum[m,g]),  xsum[m,g] = sum_{k in g} x[m,k] in f32, k order
+//   c_g = fl(b[n,g] * xsum[m,g]),  xsum[m,g] = fl(a[m,g] * float(sum_{k in g} xq[m,k]))
+//                                                         (the dequantized activations' sum; the int
+//                                                          sum is exact, so xsum is one rounding)
 //   y[m,n] = ((((0 + p_0) + c_0) + p_1) + c_1) ... in group order.
 // The kernels compute the same isum bit for bit and the same 2G terms, but may add them in another
 // order (the row-dot kernel of int8_gemv.hpp: lane-wise over groups, then across lanes; the panel GEMM
-// of int8_gemm.hpp: this group order), may fuse a product into its add (the GEMM fuses both), and take
-// xsum from the f32 path's SIMD group sums; they agree with this reference within
+// of int8_gemm.hpp: this group order) and may fuse a product into its add (the GEMM fuses both); they
+// agree with this reference within
 //   (4 G + 2 GroupSize) * u * sum_g ( |p_g| + |b[n,g]| * sum_{k in g} |x[m,k]| )
 // (tests/support/tolerance.hpp int8_kernel_tolerance), and exactly when every sum is exact.
 #pragma once
@@ -67,9 +69,11 @@ void quantized_matmul_int8(const float* x, Eigen::Index x_stride, Eigen::Index M
     for (Eigen::Index m = 0; m < M; ++m) {
         quantize_x_int8_groups<GroupSize>(x + m * x_stride, K, xq.data() + m * K, a.data() + m * groups);
         for (Eigen::Index g = 0; g < groups; ++g) {
-            float sum = 0.0f;
-            for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) sum += x[m * x_stride + k];
-            x_sum[static_cast<std::size_t>(m * groups + g)] = sum;
+            std::int32_t sum = 0;
+            for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k)
+                sum += xq[static_cast<std::size_t>(m * K + k)];
+            x_sum[static_cast<std::size_t>(m * groups + g)] =
+                a[static_cast<std::size_t>(m * groups + g)] * static_cast<float>(sum);
         }
     }
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(K));

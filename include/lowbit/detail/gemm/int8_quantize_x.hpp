@@ -1,7 +1,8 @@
 // Activation quantization of the int8 matmul path (docs/numerics.md N11), vectorized with xsimd and
 // run once per call: per row m and weight group g, a[m,g] = fl(max |x| / 127) and
 // xq = clamp(RNE(fl(x / a)), -127, 127) (0 where a = 0), bit-identical to
-// reference::quantize_x_int8_groups (the same IEEE divisions and round-to-nearest-even).
+// reference::quantize_x_int8_groups (the same IEEE divisions and round-to-nearest-even); and the sums
+// of the dequantized activations per group that MLX affine's bias term multiplies (xsum).
 #pragma once
 
 #include "../config.hpp"
@@ -41,6 +42,18 @@ void quantize_x_int8_groups(const float* x, Eigen::Index K, std::int8_t* xq, flo
                 xsimd::max(simd::nearbyint(simd::div(batch::load_unaligned(group + k), divisor)), low), high);
             simd::store_bytes(xsimd::batch_cast<std::int32_t>(code), out + k);
         }
+    }
+}
+
+/// xsum[g] = fl(a[g] * float(sum of xq over group g)) for g < K / GroupSize: the sum of the activations
+/// the codes stand for. The integer sum is exact (|sum| <= 127 * GroupSize < 2^24), so this is one
+/// rounding and every kernel's xsum is the reference's bit for bit.
+template <int GroupSize>
+void dequantized_group_sums(const std::int8_t* xq, const float* a, Eigen::Index K, float* x_sum) {
+    for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
+        std::int32_t sum = 0;
+        for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) sum += xq[k];
+        x_sum[g] = a[g] * static_cast<float>(sum);
     }
 }
 

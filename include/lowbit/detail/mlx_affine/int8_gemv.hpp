@@ -30,7 +30,6 @@
 
 #include "../../formats/mlx_affine.hpp"
 #include "../arch/int8.hpp"
-#include "../gemm/group_sums.hpp"
 #include "../gemm/int8_quantize_x.hpp"
 #include "../quantized_view.hpp"
 #include "../simd.hpp"
@@ -93,14 +92,12 @@ Int8GroupActivations prepare_activations_int8(const float* x, Eigen::Index x_str
     act.x_perm.resize(static_cast<std::size_t>(M * act.x_length));
     act.a.assign(static_cast<std::size_t>(M * act.groups), 0.0f);
     act.x_sum.assign(static_cast<std::size_t>(M * act.groups), 0.0f);
-    const Eigen::Index groups = K / GroupSize;
-    std::vector<float> sums(static_cast<std::size_t>(groups));
     std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
     for (Eigen::Index m = 0; m < M; ++m) {
-        const float* row = x + m * x_stride;
-        quantize_x_int8_groups<Arch, GroupSize>(row, K, xq.data(), act.a.data() + m * act.groups);
+        quantize_x_int8_groups<Arch, GroupSize>(x + m * x_stride, K, xq.data(), act.a.data() + m * act.groups);
         permute_x_int8<layout>(xq.data(), K, act.x_perm.data() + m * act.x_length, Ops::bytes);
-        group_sums<Arch, GroupSize>(row, K, 1, K, act.x_sum.data() + m * act.groups);
+        dequantized_group_sums<GroupSize>(xq.data(), act.a.data() + m * act.groups, K,
+                                          act.x_sum.data() + m * act.groups);
     }
     return act;
 }
