@@ -63,13 +63,16 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
         check_ran(KernelOp::matmul_f32_batch, "matmul_f32_batch (M = 7, 4-bit)");
     check_ran(KernelOp::quantize_group, "quantize_group");
 
-    // A bit width with no GEMV kernel takes the GEMM kernel at M = 1, still SIMD (the reference records
-    // M = 1 as a GEMV, so this holds for SIMD builds only).
+    // Codes that straddle words (3-bit) have their own GEMV at M = 1 and no batch GEMV: M = 7 takes the
+    // GEMM kernel, still SIMD (the reference records M > 1 as a GEMM, so this holds for SIMD builds only).
     if constexpr (lowbit::detail::simd::enabled) {
         lowbit::detail::reset_recorded_paths();
-        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), lowbit::quantize<64, 3>(w));
-        check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 1, 3-bit)");
-        CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemv) == 0u);
+        const auto q3 = lowbit::quantize<64, 3>(w);
+        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), q3);
+        check_ran(KernelOp::matmul_f32_gemv, "matmul_f32_gemv (M = 1, 3-bit)");
+        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(7, 128), q3);
+        check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 7, 3-bit)");
+        CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_batch) == 0u);
     }
 }
 

@@ -220,6 +220,25 @@ TEST_CASE("simd::spread_groups puts value j over the j-th of Groups equal runs o
     check(std::integral_constant<int, 8>{});
     check(std::integral_constant<int, 16>{});
 }
+TEST_CASE("simd::permute_lanes gives lane i the value of lane index[i], bit for bit", "[simd]") {
+    using batch = simd::batch<float>;
+    using index_batch = simd::batch<std::uint32_t>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(0x5EED7);
+    std::uniform_int_distribution<std::uint32_t> lane(0, static_cast<std::uint32_t>(lanes - 1));
+    alignas(64) std::array<float, 64> values{}, stored{};
+    alignas(64) std::array<std::uint32_t, 64> index{};
+    for (std::size_t i = 0; i < lanes; ++i) values[i] = i % 3 == 0 ? -0.0f : std::ldexp(1.5f, int(i)) - float(i);
+    values[1] = 1e-40f;  // subnormals pass through unchanged
+    for (int trial = 0; trial < 20; ++trial) {
+        for (std::size_t i = 0; i < lanes; ++i) index[i] = trial == 0 ? std::uint32_t(i) : lane(rng);  // identity first
+        simd::permute_lanes<simd::arch>(batch::load_aligned(values.data()), index_batch::load_aligned(index.data()))
+            .store_aligned(stored.data());
+        for (std::size_t i = 0; i < lanes; ++i)
+            CHECK(std::bit_cast<std::uint32_t>(stored[i]) == std::bit_cast<std::uint32_t>(values[index[i]]));
+    }
+}
+
 TEST_CASE("simd::spread_byte_groups puts byte j over the j-th of Groups equal runs of lanes, reading Groups bytes",
           "[simd]") {
     using batch = simd::batch<std::uint32_t>;

@@ -186,6 +186,13 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values) noexcept {
     return arch_ops::spread_groups<Groups, Arch>(values, Arch{});
 }
 
+/// Lane i of the result is lane index[i] of values (every index below the batch size).
+template <class Arch>
+inline xsimd::batch<float, Arch> permute_lanes(const xsimd::batch<float, Arch>& values,
+                                               const xsimd::batch<std::uint32_t, Arch>& index) noexcept {
+    return arch_ops::permute_lanes(values, index, Arch{});
+}
+
 /// spread_groups for byte scales: lane i holds bytes[i * Groups / size], zero-extended (Groups divides
 /// the batch size). Reads exactly Groups bytes.
 template <int Groups, class Arch>

@@ -101,6 +101,20 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
 }
 
 /// Through memory.
+template <class Arch>
+inline xsimd::batch<float, Arch> permute_lanes(const xsimd::batch<float, Arch>& values,
+                                               const xsimd::batch<std::uint32_t, Arch>& index,
+                                               const xsimd::generic&) noexcept {
+    constexpr std::size_t size = xsimd::batch<float, Arch>::size;
+    alignas(64) float in[size], out[size];
+    alignas(64) std::uint32_t lanes[size];
+    values.store_aligned(in);
+    index.store_aligned(lanes);
+    for (std::size_t i = 0; i < size; ++i) out[i] = in[lanes[i]];
+    return xsimd::batch<float, Arch>::load_aligned(out);
+}
+
+/// Through memory.
 template <int Groups, class Arch>
 inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::generic&) noexcept {
     using ubatch = xsimd::batch<std::uint32_t, Arch>;

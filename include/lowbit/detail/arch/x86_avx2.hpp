@@ -39,6 +39,13 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
     return _mm256_permutevar8x32_ps(loaded, index);
 }
 
+template <class Arch>
+inline xsimd::batch<float, Arch> permute_lanes(const xsimd::batch<float, Arch>& values,
+                                               const xsimd::batch<std::uint32_t, Arch>& index,
+                                               const xsimd::avx2&) noexcept {
+    return _mm256_permutevar8x32_ps(values, index);
+}
+
 /// One load of the Groups bytes, one byte shuffle and one zero extension.
 template <int Groups, class Arch>
 inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::avx2&) noexcept {

@@ -115,6 +115,15 @@ inline xsimd::batch<float, Arch> spread_groups(const float* values, const xsimd:
     }
 }
 
+/// The masked form (GCC bug 105593, above).
+template <class Arch>
+inline xsimd::batch<float, Arch> permute_lanes(const xsimd::batch<float, Arch>& values,
+                                               const xsimd::batch<std::uint32_t, Arch>& index,
+                                               const xsimd::avx512f&) noexcept {
+    const __m512 data = values;
+    return _mm512_mask_permutexvar_ps(data, static_cast<__mmask16>(0xFFFF), index, data);
+}
+
 /// One load of the Groups bytes, one byte shuffle and one zero extension.
 template <int Groups, class Arch>
 inline xsimd::batch<std::uint32_t, Arch> spread_byte_groups(const std::uint8_t* bytes, const xsimd::avx512f&) noexcept {

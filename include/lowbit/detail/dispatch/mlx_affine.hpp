@@ -18,6 +18,7 @@
 #include "../gemm/matmul_reference.hpp"
 #include "../kernel_paths.hpp"
 #include "../mlx_affine/f32_codes.hpp"
+#include "../mlx_affine/f32_gemv_straddling.hpp"
 #include "../mlx_affine/int8_gemm.hpp"
 #include "../mlx_affine/int8_gemv.hpp"
 #include "../quantized_view.hpp"
@@ -34,13 +35,14 @@ namespace detail {
 template <int GroupSize, int Bits, class Arch>
 struct MlxAffineF32Kernels {
     static constexpr bool simd = !std::is_same_v<Arch, void>;
-    static constexpr bool gemv = simd && MlxAffine<GroupSize, Bits>::codes_in_whole_words;  ///< M = 1
-    static constexpr bool batch = gemv;  ///< 2 <= M <= QgemvF32Batch<Arch>::max_m
+    static constexpr bool whole_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
+    static constexpr bool gemv = simd;                  ///< M = 1 (f32_gemv_straddling.hpp for 3, 5 and 6 bits)
+    static constexpr bool batch = simd && whole_words;  ///< 2 <= M <= QgemvF32Batch<Arch>::max_m
     static constexpr bool gemm = simd;   ///< every M
 };
 
 /// FormatKernels::matmul of the MLX affine format (contract there). A kernel the format lacks (the
-/// GEMVs on 3, 5 or 6 bits, any kernel without SIMD) runs as the reference.
+/// batch GEMV on 3, 5 or 6 bits, any kernel without SIMD) runs as the reference.
 template <int GroupSize, int Bits>
 KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
                                const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride,
@@ -53,7 +55,12 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
     }
     if constexpr (table::gemv) {
         if (kernel == MatmulKernel::gemv) {
-            for (Eigen::Index m = 0; m < M; ++m) kernels::qgemv_f32<dispatch_arch>(x + m * x_stride, q, out + m * out_stride);
+            for (Eigen::Index m = 0; m < M; ++m) {
+                if constexpr (table::whole_words)
+                    kernels::qgemv_f32<dispatch_arch>(x + m * x_stride, q, out + m * out_stride);
+                else
+                    kernels::qgemv_f32_straddling<dispatch_arch>(x + m * x_stride, q, out + m * out_stride);
+            }
             return {KernelOp::matmul_f32_gemv, KernelPath::simd};
         }
     }
