@@ -483,14 +483,17 @@ int main(int argc, char** argv) {
         std::printf("wrote %s/minilm.csv, %s/minilm_layers.csv and %s/minilm.svg\n", o.out_dir.c_str(), o.out_dir.c_str(), o.out_dir.c_str());
 
         if (o.check) {
-            // Floors below what RTN reaches on a 200-sentence slice (b8 f32 0.9998, b8 int8 0.991, b4 g64
-            // 0.96 f32 and 0.956 int8), far above what a broken forward or quantized path gives; and the
+            // Floors below what RTN reaches on a 200-sentence slice (b8 f32 0.9998, b8 int8 0.9993, b4 g64
+            // 0.96 f32 and int8), far above what a broken forward or quantized path gives (int8 activations
+            // whose bias term used the f32 sum of x gave b8 0.991); and the
             // methods that minimise a layer's output error (GPTQ's) below RTN's mean layer output error, and
             // -e2e methods' mean cosine above RTN's.
             std::vector<std::string> failures;
             for (const auto& row : rows) {
                 const bool int8 = row.activations == "int8";
-                const double floor = row.bits == 8 ? (int8 ? 0.97 : 0.999) : row.bits == 4 && row.group_size <= 64 ? 0.9 : -1.0;
+                const double floor = row.bits == 8                           ? (int8 ? 0.998 : 0.999)
+                                     : row.bits == 4 && row.group_size <= 64 ? 0.9
+                                                                             : -1.0;
                 if (row.mean_cosine < floor)
                     failures.push_back(row.name + ": mean cosine " + std::to_string(row.mean_cosine) + " < " + std::to_string(floor));
                 const minilm::ResultRow* rtn = minilm::rtn_counterpart(rows, row);
