@@ -21,7 +21,8 @@ namespace lowbit::bench {
 struct Options {
     int max_threads = 1;        ///< --threads N: cases run at 1 thread and, if N > 1, at N threads
     bool quick = false;         ///< --quick: fewer repeats and the largest shapes skipped; about two minutes on 2 cores
-    std::string filter;         ///< --filter PATTERN: substring of "name shape" that a case must contain
+    std::vector<std::string>
+        filters;  ///< --filter PATTERN (repeatable): substrings of "name shape", one of which a case must contain
     std::string json_path;      ///< --json FILE
 
     /// Thread counts every threaded case is run at: {1} or {1, max_threads}.

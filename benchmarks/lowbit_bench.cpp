@@ -162,6 +162,7 @@ void print_usage() {
         "  --threads N       run threaded cases at 1 and N threads (default: all hardware threads)\n"
         "  --quick           fewer repeats, largest shapes skipped (about two minutes on 2 cores)\n"
         "  --filter PATTERN  only cases whose \"name shape\" contains PATTERN (baselines they need run too);\n"
+        "                    repeat it to select the cases matching any of several patterns;\n"
         "                    the post-training quantizer rows run only when selected this way (--filter ptq)\n"
         "  --json FILE       also write the figures as JSON\n");
 }
@@ -186,7 +187,7 @@ Options parse(int argc, char** argv) {
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--filter") {
-            options.filter = value();
+            options.filters.push_back(value());
         } else if (arg == "--json") {
             options.json_path = value();
         } else if (arg == "--help" || arg == "-h") {
@@ -205,8 +206,11 @@ std::vector<const Case*> select(const std::vector<Case>& cases, const Options& o
     for (std::size_t i = 0; i < cases.size(); ++i) {
         const Case& c = cases[i];
         if (options.quick && c.slow) continue;
-        if (c.opt_in && options.filter.empty()) continue;
-        chosen[i] = options.filter.empty() || (c.name + " " + c.shape).find(options.filter) != std::string::npos;
+        if (c.opt_in && options.filters.empty()) continue;
+        const std::string label = c.name + " " + c.shape;
+        chosen[i] = options.filters.empty() ||
+                    std::any_of(options.filters.begin(), options.filters.end(),
+                                [&](const std::string& pattern) { return label.find(pattern) != std::string::npos; });
     }
     for (std::size_t i = 0; i < cases.size(); ++i) {
         if (!chosen[i]) continue;
