@@ -231,7 +231,10 @@ void qgemv_f32_rows(const QuantizedView<Format>& q, const float* x_lanes, const 
     // chunk_block consecutive chunks are in flight, each with its own accumulator, to cover the fma
     // latency. Loops over chunks and code steps are unrolled at compile time (static_for), which
     // Clang 14 would otherwise not do.
-    constexpr int chunk_block = 4;
+    // Fewer for 2- and 1-bit codes: with 16 or 32 code steps (a mask each) four chunks' words and
+    // accumulators no longer fit the registers, and GCC kept the accumulators on the stack, storing
+    // and reloading them at every step (benchmarks/README.md).
+    constexpr int chunk_block = codes_per_word >= 32 ? 1 : codes_per_word >= 16 ? 2 : 4;
     // Codes are prefetched into L2 this many rows (a few KiB) ahead: about the DRAM latency at the
     // rate the arithmetic consumes them (distance and cache level chosen by measurement:
     // benchmarks/README.md).
