@@ -392,6 +392,12 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
         check_quantized_rows<64, 8>(rng, rows, 2048, 1);
     for (const Index rows : {Index{255}, Index{257}, Index{513}})
         check_quantized_rows<128, 2>(rng, rows, 4096, 1);
+    // The GEMV of codes that straddle words, on the same grain: 341 rows of 2048 3-bit columns, and 165
+    // rows of 2112 6-bit columns (a row ends in a partial chunk, read on into the next row's words).
+    for (const Index rows : {Index{340}, Index{341}, Index{342}, Index{683}})
+        check_quantized_rows<64, 3>(rng, rows, 2048, 1);
+    for (const Index rows : {Index{164}, Index{165}, Index{166}, Index{331}})
+        check_quantized_rows<64, 6>(rng, rows, 2112, 1);
     // The batch GEMV (2 to 32 rows of x, Bits in {2, 4, 8}): about 256 KiB of codes per range counted
     // once per block of rows of x (8 on AVX-512, else 4), 2^18 / (cols * Bits / 8 * blocks) output
     // rows: for 512 4-bit columns and 9 rows of x, 512 (2 blocks) or 341 (3 blocks).
