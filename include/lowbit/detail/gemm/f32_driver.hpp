@@ -50,10 +50,7 @@ void qgemv_f32(const float* x, const QuantizedView<Format>& q, float* out) {
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(lanes, 1)));
     permute_x_for_gemv<Arch, Format>(x, K, x_lanes.data());
-    // About 256 KiB of packed codes per range, so a range is worth a worker (benchmarks/README.md).
-    const Index row_bytes = K * Bits / 8;
-    const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
-    parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+    parallel_for(static_cast<std::size_t>(N), gemv_row_grain<Format>(K), [&](std::size_t begin, std::size_t end) {
         qgemv_f32_rows<Arch, Format>(q, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
                                      static_cast<Index>(end), out);
     });

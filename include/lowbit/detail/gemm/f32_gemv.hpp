@@ -46,6 +46,14 @@ Index gemv_chunks_with_tail(Index K) {
     return (words + W - 1) / W;
 }
 
+/// Output rows per thread range of a GEMV over rows of K codes: about 256 KiB of packed codes, so a
+/// range is worth a worker (benchmarks/README.md), and at least 4.
+template <class Format>
+std::size_t gemv_row_grain(Index K) {
+    const Index row_bytes = K * Format::bits / 8;
+    return static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
+}
+
 /// x rearranged for qgemv (see the top of this file): gemv_chunks_with_tail(K) * (32/Bits) * W floats,
 /// times the format's x_lanes_scale per code step (F32Codes); lanes past the row's last word are 0.
 template <class Arch, class Format>

@@ -68,12 +68,9 @@ Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen
                     for (Eigen::Index g = 0; g < groups; ++g)
                         put(blocks.x_sum.data() + m0 * packed_groups, r, g, sums[static_cast<std::size_t>(g)]);
                 } else {
-                    for (Eigen::Index g = 0; g < groups; ++g) {
-                        std::int32_t sum = 0;  // |sum| <= 127 * GroupSize
-                        for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k)
-                            sum += xq[static_cast<std::size_t>(k)];
-                        put(blocks.code_sums.data() + m0 * packed_groups, r, g, sum);
-                    }
+                    for (Eigen::Index g = 0; g < groups; ++g)
+                        put(blocks.code_sums.data() + m0 * packed_groups, r, g,
+                            group_code_sum<GroupSize>(xq.data() + g * GroupSize));
                 }
                 if constexpr (Replicas == 1) {
                     pack_row_quads<S>(xq.data(), words, r, r_count, quads);

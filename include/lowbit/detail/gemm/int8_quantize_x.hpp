@@ -45,16 +45,21 @@ void quantize_x_int8_groups(const float* x, Eigen::Index K, std::int8_t* xq, flo
     }
 }
 
+/// The sum of one group's GroupSize activation codes, exact (|sum| <= 127 * GroupSize).
+template <int GroupSize>
+std::int32_t group_code_sum(const std::int8_t* codes) {
+    std::int32_t sum = 0;
+    for (int k = 0; k < GroupSize; ++k) sum += codes[k];
+    return sum;
+}
+
 /// xsum[g] = fl(a[g] * float(sum of xq over group g)) for g < K / GroupSize: the sum of the activations
 /// the codes stand for. The integer sum is exact (|sum| <= 127 * GroupSize < 2^24), so this is one
 /// rounding and every kernel's xsum is the reference's bit for bit.
 template <int GroupSize>
 void dequantized_group_sums(const std::int8_t* xq, const float* a, Eigen::Index K, float* x_sum) {
-    for (Eigen::Index g = 0; g < K / GroupSize; ++g) {
-        std::int32_t sum = 0;
-        for (Eigen::Index k = g * GroupSize; k < (g + 1) * GroupSize; ++k) sum += xq[k];
-        x_sum[g] = a[g] * static_cast<float>(sum);
-    }
+    for (Eigen::Index g = 0; g < K / GroupSize; ++g)
+        x_sum[g] = a[g] * static_cast<float>(group_code_sum<GroupSize>(xq + g * GroupSize));
 }
 
 }  // namespace detail::kernels

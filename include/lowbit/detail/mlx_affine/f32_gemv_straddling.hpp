@@ -238,7 +238,7 @@ void qgemv_f32_straddling_rows(const QuantizedView<Format>& q, const float* x_la
 }
 
 /// out[n] = x * dequantize(q)^T for one row x (contiguous, q.cols() floats), threads over output rows
-/// (about 256 KiB of codes each, as qgemv_f32).
+/// (gemv_row_grain, as qgemv_f32).
 template <class Arch, class Format>
 void qgemv_f32_straddling(const float* x, const QuantizedView<Format>& q, float* out) {
     using gemv = StraddlingGemv<Arch, Format>;
@@ -249,9 +249,7 @@ void qgemv_f32_straddling(const float* x, const QuantizedView<Format>& q, float*
     std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> x_lanes(
         static_cast<std::size_t>(std::max<Index>(gemv::chunks(K) * gemv::P * gemv::T * gemv::W, 1)));
     gemv::permute_x(x, K, x_lanes.data());
-    const Index row_bytes = K * Format::bits / 8;
-    const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / row_bytes));
-    parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+    parallel_for(static_cast<std::size_t>(N), gemv_row_grain<Format>(K), [&](std::size_t begin, std::size_t end) {
         qgemv_f32_straddling_rows<Arch, Format>(q, x_lanes.data(), x_sum.data(), static_cast<Index>(begin),
                                                 static_cast<Index>(end), out);
     });
