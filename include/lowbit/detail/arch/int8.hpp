@@ -6,7 +6,8 @@
 //
 // Each struct Ops has: `vec` (int32 lanes), `lanes`, `bytes` (code bytes per vector), code_byte and
 // activation_byte (the dot's operand types: unsigned codes, signed activations), tile_rows and
-// tile_vectors (the GEMM microkernel's MR and NJ for its register file);
+// tile_vectors (the GEMM microkernel's MR and NJ for its register file), one_block_rows (the most rows
+// a batch runs as one block: Int8RowSplit);
 //   zero(), load(p) (unaligned), byte_mask(v, m) (v & m per byte), shift_right(v, s) (16-bit shift),
 //   table16(p), lookup16(table, v): per byte of v (< 16), byte v of the 16 at p (a format's code decode);
 //   dot(acc, u8, i8)  : acc[i] += sum_{j<4} u8[4i+j] * i8[4i+j], exact for u8 codes < 2^CodeBits

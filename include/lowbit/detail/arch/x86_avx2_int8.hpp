@@ -31,7 +31,7 @@ struct avx2 {
     static constexpr int lanes = 8;
     static constexpr int bytes = 32;
     /// The GEMM microkernel's tile (gemm/int8_ukernel.hpp): 4 rows x 1 vector, for 16 registers.
-    static constexpr int tile_rows = 4, tile_vectors = 1;
+    static constexpr int tile_rows = 4, tile_vectors = 1, one_block_rows = 4;
     static vec zero() noexcept { return _mm256_setzero_si256(); }
     static vec load(const void* p) noexcept { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
     static vec byte_mask(vec v, std::uint8_t mask) noexcept {

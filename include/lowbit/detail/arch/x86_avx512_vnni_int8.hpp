@@ -29,8 +29,9 @@ struct avx512_vnni {
     using activation_byte = std::int8_t;  ///< dot's second operand: signed bytes (the activations)
     static constexpr int lanes = 16;
     static constexpr int bytes = 64;
-    /// The GEMM microkernel's tile (gemm/int8_ukernel.hpp): 6 rows x 2 vectors, for 32 registers.
-    static constexpr int tile_rows = 6, tile_vectors = 2;
+    /// The GEMM microkernel's tile (gemm/int8_ukernel.hpp): 6 rows x 2 vectors, for 32 registers; a
+    /// batch of up to 8 rows runs as one 8-row tile (its float totals, touched once a group, spill).
+    static constexpr int tile_rows = 6, tile_vectors = 2, one_block_rows = 8;
     static vec zero() noexcept { return _mm512_setzero_si512(); }
     static vec load(const void* p) noexcept { return _mm512_loadu_si512(p); }
     static vec byte_mask(vec v, std::uint8_t mask) noexcept {

@@ -128,7 +128,7 @@ private:
     template <class Arch, class Ops, E2m1Format Format>
     static Int8RowBlocks activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
         return pack_activations_int8<Arch, Format::group_size, E2m1Int8Layout<Format>::steps, Int8RowSums::codes>(
-            x, x_stride, M, K, Int8TileShape<Ops>::rows);
+            x, x_stride, M, K, Int8TileShape<Ops>::split);
     }
 };
 

@@ -31,11 +31,12 @@ enum class Int8RowSums { x, codes };
 /// row of Replicas * K inputs, each with the group's codes, scale and sums (for weights whose group is
 /// several digit planes: mxfp8/int8_gemm.hpp); each row is still quantized once.
 template <class Arch, int GroupSize, int S, Int8RowSums Sums, int Replicas = 1>
-Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K, int MR) {
+Int8RowBlocks pack_activations_int8(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K,
+                                    Int8RowSplit split) {
     static_assert(Replicas >= 1, "pack_activations_int8: at least one copy of each group");
     const Eigen::Index wide = Replicas * K;  // packed inputs per row
     Int8RowBlocks blocks;
-    blocks.split(M, MR);
+    blocks.split(M, split);
     blocks.quads_per_row = wide / 4;
     blocks.groups = wide / GroupSize;
     blocks.quads.resize(static_cast<std::size_t>(M * wide));

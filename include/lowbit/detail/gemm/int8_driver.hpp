@@ -65,7 +65,7 @@ void int8_panel_tiles(const Int8RowBlocks& blocks, const std::uint32_t* panels, 
                       Eigen::Index p_begin, Eigen::Index p_end, Eigen::Index N, bool fetch_panels,
                       const Epilogue& epilogue, float* out, Eigen::Index out_stride) {
     using shape = Int8TileShape<Ops>;
-    constexpr int MR = shape::rows, NJ = shape::vectors, NR = shape::columns;
+    constexpr int MR = shape::widest_rows, NJ = shape::vectors, NR = shape::columns;
     if (blocks.count == 1 && blocks.rows(0) == 1)
         return int8_panel_tiles_one_row<Ops, GroupSize, Bits>(blocks, panels, panel_units, p_begin, p_end, N, epilogue,
                                                               out);

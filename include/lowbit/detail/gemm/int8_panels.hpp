@@ -64,9 +64,21 @@ struct Int8PanelLayout {
     static Eigen::Index panel_units(Eigen::Index K, int NR) { return K / GroupSize * record_units(NR); }
 };
 
-/// Activations of one call, quantized and packed in ceil(M / MR) row blocks of at most MR rows, whose
-/// sizes differ by at most one (M = 13, MR = 6: 5, 4, 4). MLX affine (N11) fills a and x_sum; ternary
-/// (N14) fills code_sums, per group ([block][g][r], sum_groups = groups) or per row (sum_groups = 1).
+/// How a batch of activation rows is cut into the microkernel's row blocks: blocks of at most `rows`
+/// (as even as they can be), except that a batch of at most `one_block` rows is one block. A short batch
+/// split in two runs the tiles twice over the panels, each time with too few rows to pay for the code
+/// unpacking they share: on AVX-512, 8 rows as one block ran 1.04 to 1.44 times as fast as 4 + 4 over
+/// every format at 4096 x 4096 (benchmarks/README.md).
+struct Int8RowSplit {
+    int rows = 1;       ///< MR, the tile's rows
+    int one_block = 1;  ///< the most rows run as one block (>= rows)
+    constexpr int widest() const { return one_block > rows ? one_block : rows; }
+};
+
+/// Activations of one call, quantized and packed in row blocks as Int8RowSplit cuts them: one block of
+/// M rows up to one_block, else ceil(M / MR) blocks whose sizes differ by at most one (M = 13, MR = 6:
+/// 5, 4, 4). MLX affine (N11) fills a and x_sum; ternary (N14) fills code_sums, per group
+/// ([block][g][r], sum_groups = groups) or per row (sum_groups = 1).
 struct Int8RowBlocks {
     Eigen::Index count = 0, base_rows = 0, extra = 0;  ///< blocks; rows = base_rows + (block < extra)
     Eigen::Index quads_per_row = 0, groups = 0;        ///< per row: K / 4 quads, K / GroupSize groups
@@ -77,9 +89,9 @@ struct Int8RowBlocks {
 
     Eigen::Index rows(Eigen::Index block) const { return base_rows + (block < extra ? 1 : 0); }
     Eigen::Index first_row(Eigen::Index block) const { return block * base_rows + std::min(block, extra); }
-    /// Sets count, base_rows and extra for M rows in blocks of at most MR.
-    void split(Eigen::Index M, int MR) {
-        count = (M + MR - 1) / MR;
+    /// Sets count, base_rows and extra for M rows cut as `rows` says.
+    void split(Eigen::Index M, Int8RowSplit rows) {
+        count = M <= rows.one_block ? 1 : (M + rows.rows - 1) / rows.rows;
         base_rows = M / count;
         extra = M % count;
     }

@@ -48,6 +48,8 @@ struct Int8TileShape {
     static constexpr int rows = Ops::tile_rows;           ///< MR
     static constexpr int vectors = Ops::tile_vectors;     ///< NJ
     static constexpr int columns = vectors * Ops::lanes;  ///< NR
+    static constexpr Int8RowSplit split{Ops::tile_rows, Ops::one_block_rows};
+    static constexpr int widest_rows = split.widest();  ///< the most rows of a tile
     /// The tiles of the first row block of a pass over a layer's panels (the ones that bring the panels
     /// in; qgemm_i8's own panels were just packed, in cache) prefetch the panel prefetch_bytes ahead
     /// (rounded up to whole records) into L2: with words, scales and biases in three arrays, the

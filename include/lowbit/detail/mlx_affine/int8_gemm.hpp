@@ -32,10 +32,10 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
               float* out, Eigen::Index out_stride) {
     using layout = Int8PanelLayout<GroupSize, Bits>;
     using shape = Int8TileShape<Ops>;
-    constexpr int MR = shape::rows, NR = shape::columns;
+    constexpr int NR = shape::columns;
     const Eigen::Index K = q.cols();
     const Int8RowBlocks blocks =
-        pack_activations_int8<Arch, GroupSize, layout::steps, Int8RowSums::x>(x, x_stride, M, K, MR);
+        pack_activations_int8<Arch, GroupSize, layout::steps, Int8RowSums::x>(x, x_stride, M, K, shape::split);
     const std::size_t unpacked_bytes = static_cast<std::size_t>(repack_scratch_bytes<GroupSize, Bits>(NR, K));
     int8_gemm_packing_panels<Ops, GroupSize, Bits>(
         blocks, q.rows(), K, unpacked_bytes,
@@ -51,10 +51,9 @@ void qgemm_i8(const float* x, Eigen::Index x_stride, Eigen::Index M, const Quant
 template <class Arch, class Ops, int GroupSize, int Bits>
 void qgemm_i8_prepacked(const float* x, Eigen::Index x_stride, Eigen::Index M, const Int8WeightPanels& panels,
                         Eigen::Index N, Eigen::Index K, float* out, Eigen::Index out_stride) {
-    constexpr int MR = Int8TileShape<Ops>::rows;
     const Int8RowBlocks blocks =
-        pack_activations_int8<Arch, GroupSize, Int8PanelLayout<GroupSize, Bits>::steps, Int8RowSums::x>(x, x_stride, M,
-                                                                                                        K, MR);
+        pack_activations_int8<Arch, GroupSize, Int8PanelLayout<GroupSize, Bits>::steps, Int8RowSums::x>(
+            x, x_stride, M, K, Int8TileShape<Ops>::split);
     int8_gemm_on_panels<Ops, GroupSize, Bits>(blocks, panels, N, AffineInt8Epilogue{}, out, out_stride);
 }
 

@@ -177,7 +177,7 @@ private:
     template <class Arch, class Ops>
     static Int8RowBlocks activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K) {
         return pack_activations_int8<Arch, Mxfp8::group_size, Mxfp8Int8Layout::steps, Int8RowSums::codes, planes>(
-            x, x_stride, M, K, Int8TileShape<Ops>::rows);
+            x, x_stride, M, K, Int8TileShape<Ops>::split);
     }
 };
 

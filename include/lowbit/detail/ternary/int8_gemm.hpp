@@ -39,6 +39,7 @@ namespace detail::ternary::kernels {
 using detail::kernels::int8_gemm_on_panels;
 using detail::kernels::Int8BlockData;
 using detail::kernels::Int8RowBlocks;
+using detail::kernels::Int8RowSplit;
 using detail::kernels::Int8TileShape;
 using detail::kernels::pack_row_quads;
 using detail::kernels::transpose_to_panel_int8;
@@ -156,11 +157,12 @@ Int8WeightPanels pack_ternary_panels(const PackedTernaryView& w) {
 
 /// The activations' codes (act: per-token int8, zero padded) in MR-row blocks of quads for 2-bit panel
 /// words, with the code sums the epilogue subtracts (per group of 64, or per row).
-inline Int8RowBlocks pack_ternary_activations(const TernaryActivations& act, Eigen::Index K, bool per_group, int MR) {
+inline Int8RowBlocks pack_ternary_activations(const TernaryActivations& act, Eigen::Index K, bool per_group,
+                                              Int8RowSplit split) {
     constexpr int S = 4;  // 2-bit codes: four steps per byte
     const Eigen::Index padded = panel_cols(K), words = padded / 16;
     Int8RowBlocks blocks;
-    blocks.split(act.rows, MR);
+    blocks.split(act.rows, split);
     blocks.quads_per_row = padded / 4;
     blocks.groups = padded / panel_group;
     blocks.sum_groups = per_group ? blocks.groups : 1;
@@ -192,8 +194,7 @@ inline Int8RowBlocks pack_ternary_activations(const TernaryActivations& act, Eig
 template <class Ops>
 void ternary_matmul_int8(const PackedTernaryView& w, const Int8WeightPanels& panels, const TernaryActivations& act,
                          float* out, Eigen::Index out_stride) {
-    constexpr int MR = Int8TileShape<Ops>::rows;
-    const Int8RowBlocks blocks = pack_ternary_activations(act, w.cols, !w.per_tensor, MR);
+    const Int8RowBlocks blocks = pack_ternary_activations(act, w.cols, !w.per_tensor, Int8TileShape<Ops>::split);
     if (w.per_tensor) {
         const TernaryInt8Epilogue<false> epilogue{act.scales.data(), w.bias, w.scales[0]};
         int8_gemm_on_panels<Ops, panel_group, panel_bits>(blocks, panels, w.rows, epilogue, out, out_stride);
