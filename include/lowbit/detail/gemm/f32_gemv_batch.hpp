@@ -14,7 +14,7 @@
 // the factorisation and the error bound of docs/numerics.md N10 (a different summation order from the
 // GEMV and the panel GEMM, within the same bound). Threads split output columns n, never a sum.
 // Blocks of 3 to 8 rows (AVX-512) go through qgemv_f32_batch_rows_deep: the same operations per output,
-// one column per pass, the row in slices whose x stays in L1.
+// two columns per pass, the row in slices whose x stays in L1.
 #pragma once
 
 #include "../config.hpp"
@@ -49,6 +49,12 @@ struct QgemvF32Batch {
     /// no faster (benchmarks/README.md).
     static constexpr int deep_rows = W >= 16 ? 8 : 0;
     static constexpr int deep_min_rows = 3;
+    /// Output columns per pass of the deep kernel: each x vector loaded from L1 feeds two fmas. With one,
+    /// a load per fma held the 8-row kernel to 0.40 to 0.46 of `peak f32 fma` (an fma loop with an L1
+    /// operand alone reached 0.6 on the Intel host); two: M = 3 to 16 1.05 to 1.31 times as fast
+    /// (4096 x 4096, benchmarks/README.md), 2 * 8 * 2 accumulators and totals (the totals spill, touched
+    /// once a chunk).
+    static constexpr int deep_cols = 2;
     /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
     /// (32 KiB for 4-bit codes on AVX-512). M = 8 to 32, 4096 x 4096 q4: 10 to 15 % faster than two
     /// passes of 4 rows over the whole rows (benchmarks/README.md).
@@ -145,14 +151,13 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x_lanes, 
     for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n);
 }
 
-/// qgemv_f32_batch_rows for deep_min_rows .. deep_rows rows (QgemvF32Batch<Arch>), one output column per pass and
-/// the row walked deep_chunks chunks at a time: every column of [n_begin, n_end) takes the first
-/// chunks, then every column the next ones, so the permuted x of those chunks stays in L1 while the
-/// columns pass. Between passes each column's Rows totals wait in `totals` (Rows * W floats per column,
-/// Arch::alignment()-aligned, (n_end - n_begin) columns), so every output is the same sequence of
-/// operations as in qgemv_f32_batch_rows, and the same bits. The codes of the next columns as many on
-/// (the driver's next tile), up to prefetch_end, are prefetched into L2 while these are walked: the
-/// walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
+/// qgemv_f32_batch_rows for deep_min_rows .. deep_rows rows (QgemvF32Batch<Arch>), deep_cols output columns per pass
+/// and the row walked deep_chunks chunks at a time: every column of [n_begin, n_end) takes the first chunks, then every
+/// column the next ones, so the permuted x of those chunks stays in L1 while the columns pass. Between passes each
+/// column's Rows totals wait in `totals` (Rows * W floats per column, Arch::alignment()-aligned, (n_end - n_begin)
+/// columns), so every output is the same sequence of operations as in qgemv_f32_batch_rows, and the same bits. The
+/// codes of the next columns as many on (the driver's next tile), up to prefetch_end, are prefetched into L2 while
+/// these are walked: the walk reads short runs of rows far apart, which the hardware prefetcher does not fetch ahead.
 template <class Arch, class Format, int Rows>
 void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_lanes, Index lanes_stride,
                                const float* x_sum, Index n_begin, Index n_end, Index prefetch_end, float* out,
@@ -166,30 +171,44 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_la
     constexpr Index tail_offset = Index{32 / Format::bits} * W;  // floats of permuted x per chunk
     const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
     const ChunkScales<Arch, Format> lane_scales;
+    // Cols output columns n .. n + Cols - 1 over chunks [c0, c1): their totals from `totals` (or zero at
+    // the first chunk) and back, or their outputs at the last chunk.
+    auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n, Index c0, Index c1) LOWBIT_ALWAYS_INLINE {
+        std::array<fbatch, Rows * Cols> total;
+        static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+            const float* waiting = totals + (n + decltype(j)::value - n_begin) * Rows * W;
+            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                total[decltype(r)::value * Cols + decltype(j)::value] =
+                    c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
+            });
+        });
+        const Index ahead = n + (n_end - n_begin) + Cols - 1 < prefetch_end ? n_end - n_begin : 0;
+        accumulate_chunks<Arch, Format, Rows, Cols>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total, ahead);
+        static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+            constexpr int col = decltype(j)::value;
+            if (c1 < chunks) {
+                float* waiting = totals + (n + col - n_begin) * Rows * W;
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                    total[decltype(r)::value * Cols + col].store_aligned(waiting + decltype(r)::value * W);
+                });
+            } else {
+                const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n + col, chunks * W) : GemvTail<Arch>{};
+                static_for<Rows>([&](auto r) {
+                    constexpr int row = decltype(r)::value;
+                    out[row * out_stride + n + col] = finish_row<Arch>(
+                        total[row * Cols + col], q, n + col, x_sum + row * groups, has_tail ? &tail : nullptr,
+                        x_lanes + row * lanes_stride + chunks * tail_offset);
+                });
+            }
+        });
+    };
+    constexpr int Cols = QgemvF32Batch<Arch>::deep_cols;
     Index c0 = 0;
     do {
         const Index c1 = std::min(chunks, c0 + QgemvF32Batch<Arch>::deep_chunks);
-        for (Index n = n_begin; n < n_end; ++n) {
-            float* waiting = totals + (n - n_begin) * Rows * W;
-            std::array<fbatch, Rows> total;
-            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                total[r] = c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
-            });
-            const Index ahead = n + (n_end - n_begin) < prefetch_end ? n_end - n_begin : 0;
-            accumulate_chunks<Arch, Format, Rows, 1>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total, ahead);
-            if (c1 < chunks) {
-                static_for<Rows>(
-                    [&](auto r) LOWBIT_ALWAYS_INLINE { total[r].store_aligned(waiting + decltype(r)::value * W); });
-            } else {
-                const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n, chunks * W) : GemvTail<Arch>{};
-                static_for<Rows>([&](auto r) {
-                    constexpr int row = decltype(r)::value;
-                    out[row * out_stride + n] =
-                        finish_row<Arch>(total[r], q, n, x_sum + row * groups, has_tail ? &tail : nullptr,
-                                         x_lanes + row * lanes_stride + chunks * tail_offset);
-                });
-            }
-        }
+        Index n = n_begin;
+        for (; n + Cols <= n_end; n += Cols) pass(std::integral_constant<int, Cols>{}, n, c0, c1);
+        for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n, c0, c1);
         c0 = c1;
     } while (c0 < chunks);
 }
