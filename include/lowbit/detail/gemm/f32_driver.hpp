@@ -4,7 +4,7 @@
 //     ranges of output rows (about 256 KiB of codes each);
 //   qgemv_f32_batch (small M, codes in whole words): the GEMV's layout with each unpacked code vector
 //     shared by several rows of x (f32_gemv_batch.hpp: up to 4 rows two columns at a time, or on
-//     AVX-512 up to 8 one column at a time in L1-sized slices of the row), threads over output columns;
+//     AVX-512 up to 8 two columns at a time in L1-sized slices of the row), threads over output columns;
 //   qgemm_f32 (every other case): tiles of MC rows x NC columns over threads; per tile, slice of about
 //     KC codes and NR columns one panel block of scaled codes and biases (f32_panel.hpp), built into
 //     L1 right before every register block (QgemmF32Ukernel) of the tile's rows passes over it (on
