@@ -80,6 +80,14 @@ std::vector<std::vector<std::byte>> gguf_seeds() {
                         .tensor("bf16", {8}, 30, std::vector<std::byte>(16))
                         .alignment(16)
                         .build(2));
+    // One super-block of each k-quant type (q2_K to q6_K), patterned bytes.
+    GgufBuilder kquants;
+    for (const auto& [type, size] : {std::pair{10u, 84}, {11u, 110}, {12u, 144}, {13u, 176}, {14u, 210}}) {
+        ByteWriter block;
+        for (int j = 0; j < size; ++j) block.put<std::uint8_t>(static_cast<std::uint8_t>(j * 37 + type));
+        kquants.tensor("blk.0.k" + std::to_string(type), {256}, type, block.bytes);
+    }
+    seeds.push_back(kquants.build());
     return seeds;
 }
 

@@ -1,4 +1,4 @@
-// GgufFile: metadata of every value type, tensor infos, F32/F16/BF16 and Q4_0/Q4_1/Q8_0 conversion equal
+// GgufFile: metadata of every value type, tensor infos, F32/F16/BF16, Q4_0/Q4_1/Q8_0 and k-quant conversion equal
 // to ggml's dequantization bit for bit (the worked example N12.a and random blocks), the exact
 // QuantizedMatrix mapping of N12.3, and every malformed-file fault of issue 10.
 #include <bit>
@@ -30,7 +30,7 @@ using lowbit::test::bits_of;
 using lowbit::test::ByteWriter;
 using lowbit::test::GgufBuilder;
 
-constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q8_0 = 8, q4_k = 12;
+constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q5_0 = 6, q8_0 = 8, q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14;
 
 /// A random finite f16 bit pattern of either sign, from subnormal to about 2^4.
 std::uint16_t random_f16(std::mt19937_64& rng) {
@@ -74,6 +74,130 @@ std::vector<float> ggml_reference(std::uint32_t type, const std::vector<std::byt
             values[j + 16] = type == q4_0 ? static_cast<float>(hi - 8) * d : static_cast<float>(hi) * d + m;
         }
         out.insert(out.end(), values.begin(), values.end());
+    }
+    return out;
+}
+
+/// Bytes per 256-element super-block of a k-quant type.
+std::size_t kquant_bytes(std::uint32_t type) {
+    return type == q2_k ? 84 : type == q3_k ? 110 : type == q4_k ? 144 : type == q5_k ? 176 : 210;
+}
+
+/// `blocks` random super-blocks of a k-quant type: random bytes, with random finite f16 in d (and dmin).
+std::vector<std::byte> random_kquant_blocks(std::mt19937_64& rng, std::uint32_t type, std::size_t blocks) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    const std::size_t size = kquant_bytes(type);
+    std::vector<std::byte> out(blocks * size);
+    for (auto& b : out) b = static_cast<std::byte>(byte(rng));
+    for (std::size_t b = 0; b < blocks; ++b) {
+        std::byte* block = out.data() + b * size;
+        const auto put_f16 = [&](std::size_t offset) {
+            const std::uint16_t bits = random_f16(rng);
+            std::memcpy(block + offset, &bits, 2);
+        };
+        if (type == q2_k) put_f16(80), put_f16(82);
+        if (type == q3_k) put_f16(108);
+        if (type == q4_k || type == q5_k) put_f16(0), put_f16(2);
+        if (type == q6_k) put_f16(208);
+    }
+    return out;
+}
+
+float f16_at(const std::byte* p) {
+    std::uint16_t bits = 0;
+    std::memcpy(&bits, p, 2);
+    return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
+}
+
+/// ggml's dequantize_row_q2_K .. q6_K, in ggml's own loop order (sub-block pairs, shifting masks),
+/// written independently of lowbit's per-element decoder.
+std::vector<float> ggml_kquant_reference(std::uint32_t type, const std::vector<std::byte>& bytes) {
+    std::vector<float> out;
+    const auto u8 = [](const std::byte* p, int j) { return static_cast<int>(static_cast<std::uint8_t>(p[j])); };
+    const auto scale_min_k4 = [&](int j, const std::byte* q, int& d, int& m) {
+        if (j < 4) {
+            d = u8(q, j) & 63;
+            m = u8(q, j + 4) & 63;
+        } else {
+            d = (u8(q, j + 4) & 0xF) | ((u8(q, j - 4) >> 6) << 4);
+            m = (u8(q, j + 4) >> 4) | ((u8(q, j) >> 6) << 4);
+        }
+    };
+    for (std::size_t offset = 0; offset < bytes.size(); offset += kquant_bytes(type)) {
+        const std::byte* block = bytes.data() + offset;
+        std::vector<float> y(256);
+        float* yp = y.data();
+        if (type == q2_k) {
+            const float d = f16_at(block + 80), dmin = f16_at(block + 82);
+            const std::byte* q = block + 16;
+            int is = 0;
+            for (int n = 0; n < 256; n += 128, q += 32)
+                for (int shift = 0; shift < 8; shift += 2)
+                    for (int half = 0; half < 2; ++half) {
+                        const int sc = u8(block, is++);
+                        const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+                        for (int l = 0; l < 16; ++l)
+                            *yp++ = dl * static_cast<float>((u8(q, l + 16 * half) >> shift) & 3) - ml;
+                    }
+        } else if (type == q3_k) {
+            const float d = f16_at(block + 108);
+            std::uint32_t aux[4];
+            std::memcpy(aux, block + 96, 12);
+            const std::uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu, tmp = aux[2];
+            aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+            aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+            aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+            aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+            std::int8_t scales[16];
+            std::memcpy(scales, aux, 16);
+            const std::byte* q = block + 32;
+            const std::byte* hm = block;
+            int is = 0, m = 1;
+            for (int n = 0; n < 256; n += 128, q += 32)
+                for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                    for (int half = 0; half < 2; ++half) {
+                        const float dl = d * static_cast<float>(scales[is++] - 32);
+                        for (int l = 16 * half; l < 16 * half + 16; ++l)
+                            *yp++ = dl * static_cast<float>(((u8(q, l) >> shift) & 3) - ((u8(hm, l) & m) ? 0 : 4));
+                    }
+        } else if (type == q4_k || type == q5_k) {
+            const float d = f16_at(block), dmin = f16_at(block + 2);
+            const std::byte* scales = block + 4;
+            const std::byte* ql = block + (type == q5_k ? 48 : 16);
+            const std::byte* qh = block + 16;
+            int u1 = 1, u2 = 2;
+            for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+                int sc = 0, m = 0;
+                scale_min_k4(is, scales, sc, m);
+                const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+                scale_min_k4(is + 1, scales, sc, m);
+                const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+                const bool five = type == q5_k;
+                for (int l = 0; l < 32; ++l)
+                    *yp++ = d1 * static_cast<float>((u8(ql, l) & 0xF) + (five && (u8(qh, l) & u1) ? 16 : 0)) - m1;
+                for (int l = 0; l < 32; ++l)
+                    *yp++ = d2 * static_cast<float>((u8(ql, l) >> 4) + (five && (u8(qh, l) & u2) ? 16 : 0)) - m2;
+            }
+        } else {
+            const float d = f16_at(block + 208);
+            const std::byte* ql = block;
+            const std::byte* qh = block + 128;
+            const std::byte* sc = block + 192;
+            for (int n = 0; n < 256; n += 128, yp += 128, ql += 64, qh += 32, sc += 8)
+                for (int l = 0; l < 32; ++l) {
+                    const int is = l / 16;
+                    const auto s = [&](int k) { return static_cast<float>(static_cast<std::int8_t>(sc[is + k])); };
+                    const int q1 = ((u8(ql, l) & 0xF) | (((u8(qh, l) >> 0) & 3) << 4)) - 32;
+                    const int q2 = ((u8(ql, l + 32) & 0xF) | (((u8(qh, l) >> 2) & 3) << 4)) - 32;
+                    const int q3 = ((u8(ql, l) >> 4) | (((u8(qh, l) >> 4) & 3) << 4)) - 32;
+                    const int q4 = ((u8(ql, l + 32) >> 4) | (((u8(qh, l) >> 6) & 3) << 4)) - 32;
+                    yp[l] = d * s(0) * static_cast<float>(q1);
+                    yp[l + 32] = d * s(2) * static_cast<float>(q2);
+                    yp[l + 64] = d * s(4) * static_cast<float>(q3);
+                    yp[l + 96] = d * s(6) * static_cast<float>(q4);
+                }
+        }
+        out.insert(out.end(), y.begin(), y.end());
     }
     return out;
 }
@@ -240,6 +364,46 @@ TEST_CASE("GGUF Q4_0 / Q4_1 / Q8_0: to_matrix equals ggml bit for bit, to_quanti
     }
 }
 
+TEST_CASE("GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization bit for bit", "[io]") {
+    auto rng = lowbit::test::make_rng(607);
+    for (const std::uint32_t type : {q2_k, q3_k, q4_k, q5_k, q6_k}) {
+        INFO("ggml type " << type);
+        for (const std::size_t rows : {std::size_t{3}, std::size_t{300}}) {  // 300 x 512: split across threads
+            INFO("rows " << rows);
+            constexpr std::size_t cols = 512;
+            const auto data = random_kquant_blocks(rng, type, rows * cols / 256);
+            const auto bytes = GgufBuilder{}.tensor("blk.0.w", {cols, rows}, type, data).build();
+            const RowMatrixXf w = GgufFile::from_bytes(bytes).to_matrix("blk.0.w");
+            const auto expected = ggml_kquant_reference(type, data);
+            REQUIRE(static_cast<std::size_t>(w.size()) == expected.size());
+            for (std::size_t i = 0; i < expected.size(); ++i) {
+                INFO("element " << i);
+                REQUIRE(bits_of(w.data()[i]) == bits_of(expected[i]));
+            }
+        }
+    }
+}
+
+TEST_CASE("GGUF q4_K block worked by hand", "[io]") {
+    // d = 0.5, dmin = 0.25; sub-block 0: scale 3, min 2; sub-block 4: scale 1 | 2 << 4 = 33 (low bits in
+    // byte 8, high bits in byte 0's top two), min 5. Element 0 has code 7: 0.5 * 3 * 7 - 0.25 * 2 = 10;
+    // element 32 (the high nibble of qs[0]) has code 9: 0.5 * 3 * 9 - 0.5 = 13 (sub-block 1 reads
+    // scale byte 1 = 3 and min byte 5 = 2 too); element 128 is sub-block 4, code 7: 16.5 * 7 - 1.25.
+    std::vector<std::byte> block(144, std::byte{0});
+    const auto put = [&](std::size_t i, int v) { block[i] = static_cast<std::byte>(v); };
+    put(0, 0x00), put(1, 0x38);  // d = 0.5 (f16 0x3800)
+    put(2, 0x00), put(3, 0x34);  // dmin = 0.25 (f16 0x3400)
+    put(4, 3 | 2 << 6), put(5, 3), put(8, 2), put(9, 2), put(12, 1 | 5 << 4);
+    put(16, 7 | 9 << 4);  // qs[0]: element 0 (low nibble) and element 32 (high nibble)
+    put(16 + 64, 7);      // qs[64]: element 128
+    const auto bytes = GgufBuilder{}.tensor("k", {256}, q4_k, block).build();
+    const RowMatrixXf w = GgufFile::from_bytes(bytes).to_matrix("k");
+    CHECK(w(0, 0) == 10.0f);
+    CHECK(w(0, 32) == 13.0f);
+    CHECK(w(0, 128) == 0.5f * 33.0f * 7.0f - 0.25f * 5.0f);
+    CHECK(w(0, 1) == -0.5f);  // code 0: the min alone
+}
+
 TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and type", "[io]") {
     ByteWriter inf_block;
     inf_block.put<std::uint16_t>(0x7c00);  // d = +Inf
@@ -247,6 +411,7 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     const auto bytes = GgufBuilder{}
                            .tensor("inf", {32}, q4_0, inf_block.bytes)
                            .tensor("k", {256}, q4_k, std::vector<std::byte>(144))
+                           .tensor("q5", {32}, q5_0, std::vector<std::byte>(22))
                            .tensor("q8", {32}, q8_0, std::vector<std::byte>(34))
                            .build();
     const auto file = GgufFile::from_bytes(bytes);
@@ -254,7 +419,8 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("inf")), ContainsSubstring("'inf'") && ContainsSubstring("block 0"));
     CHECK(file.tensor_type("k") == GgmlType::q4_k);
     CHECK(lowbit::ggml_type_name(file.tensor_type("k")) == "q4_K");
-    CHECK_THROWS_WITH(file.to_matrix("k"), ContainsSubstring("'k'") && ContainsSubstring("q4_K"));
+    CHECK(file.to_matrix("k").isZero());
+    CHECK_THROWS_WITH(file.to_matrix("q5"), ContainsSubstring("'q5'") && ContainsSubstring("q5_0"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("k")), ContainsSubstring("q4_K"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("q8")), ContainsSubstring("Bits = 8"));
     CHECK_THROWS_WITH((file.to_quantized<32, 2>("inf")), ContainsSubstring("Bits >= 4"));

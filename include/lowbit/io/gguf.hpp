@@ -1,6 +1,7 @@
 // GgufFile: a GGUF file (llama.cpp / ggml, versions 2 and 3, little-endian) mapped read-only; its
-// metadata, tensor infos, and F32 / F16 / BF16 / Q4_0 / Q4_1 / Q8_0 tensors as float matrices or as exact
-// QuantizedMatrix<32, Bits> (docs/numerics.md N12; block layouts in gguf_blocks.hpp).
+// metadata, tensor infos, F32 / F16 / BF16 / Q4_0 / Q4_1 / Q8_0 and k-quant (q2_K to q6_K) tensors as float
+// matrices, and Q4_0 / Q4_1 / Q8_0 tensors as exact QuantizedMatrix<32, Bits> (docs/numerics.md N12;
+// block layouts in gguf_blocks.hpp and gguf_kquants.hpp).
 //
 //   | "GGUF" | version u32 | tensor_count u64 | kv_count u64 |
 //   | kv_count x  (key: string, value_type u32, value) |      string = | length u64 | bytes |
@@ -191,14 +192,16 @@ public:
         return data_.subspan(static_cast<std::size_t>(info.offset), static_cast<std::size_t>(info.size));
     }
 
-    /// An F32, F16, BF16, Q4_0, Q4_1 or Q8_0 tensor as a float matrix [ne[1] * ne[2] * ..., ne[0]], every
-    /// value equal to ggml's own dequantization bit for bit. One pass over the bytes (threads:
+    /// An F32, F16, BF16, Q4_0, Q4_1, Q8_0, q2_K, q3_K, q4_K, q5_K or q6_K tensor as a float matrix [ne[1] * ne[2] *
+    /// ..., ne[0]], every value equal to ggml's own dequantization bit for bit. One pass over the bytes (threads:
     /// lowbit::num_threads()). Throws std::invalid_argument naming the tensor and its type for another type.
     RowMatrixXf to_matrix(std::string_view name) const {
         const auto& info = tensor_info(name);
         if (!io_detail::can_dequantize(info.type))
-            throw tensor_error(info.name, "type " + std::string(ggml_type_name(info.type)) +
-                                              " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q8_0)");
+            throw tensor_error(
+                info.name,
+                "type " + std::string(ggml_type_name(info.type)) +
+                    " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
         const auto rows = static_cast<Eigen::Index>(info.row_count());
         const auto cols = static_cast<Eigen::Index>(info.row_length());
         RowMatrixXf matrix(rows, cols);

@@ -1,7 +1,8 @@
 // ggml tensor types as GGUF stores them, and the block decoders GgufFile converts with.
 //
 // A ggml tensor row (ne[0] elements) is a sequence of blocks; each type has a block size (elements)
-// and a type size (bytes per block). The three quantized types lowbit converts, 32 elements a block:
+// and a type size (bytes per block). The 32-element quantized types lowbit converts (the k-quants, 256
+// elements a block, are in gguf_kquants.hpp):
 //
 //   Q4_0 (18 bytes):  | d f16 | qs[16] |            value j = (q_j - 8) * d
 //   Q4_1 (20 bytes):  | d f16 | m f16 | qs[16] |    value j = q_j * d + m
@@ -24,6 +25,7 @@
 #include "../detail/config.hpp"
 #include "detail/bytes.hpp"
 #include "detail/float16.hpp"
+#include "gguf_kquants.hpp"
 
 #include <array>
 #include <cmath>
@@ -122,11 +124,13 @@ inline void pack_q8_codes(const std::byte* qs, std::uint32_t* words) noexcept {
 /// True for the types dequantize_row converts.
 constexpr bool can_dequantize(GgmlType type) noexcept {
     return type == GgmlType::f32 || type == GgmlType::f16 || type == GgmlType::bf16 || type == GgmlType::q4_0 ||
-           type == GgmlType::q4_1 || type == GgmlType::q8_0;
+           type == GgmlType::q4_1 || type == GgmlType::q8_0 || type == GgmlType::q2_k || type == GgmlType::q3_k ||
+           type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::q6_k;
 }
 
-/// Dequantizes `count` elements (a multiple of the type's block size) of an F32, F16, BF16, Q4_0, Q4_1
-/// or Q8_0 row exactly as ggml's dequantize_row_* / type conversion does. Returns false for another type.
+/// Dequantizes `count` elements (a multiple of the type's block size) of an F32, F16, BF16, Q4_0, Q4_1,
+/// Q8_0 or k-quant (q2_K to q6_K: gguf_kquants.hpp) row exactly as ggml's dequantize_row_* / type
+/// conversion does. Returns false for another type.
 inline bool dequantize_row(GgmlType type, const std::byte* bytes, std::size_t count, float* out) noexcept {
     switch (type) {
         case GgmlType::f32:
@@ -168,6 +172,21 @@ inline bool dequantize_row(GgmlType type, const std::byte* bytes, std::size_t co
                 for (std::size_t j = 0; j < 32; ++j)
                     out[32 * b + j] = static_cast<float>(load_le<std::int8_t>(block + 2 + j)) * d;
             }
+            return true;
+        case GgmlType::q2_k:
+            dequantize_q2k_blocks(bytes, count / kquant_block, out);
+            return true;
+        case GgmlType::q3_k:
+            dequantize_q3k_blocks(bytes, count / kquant_block, out);
+            return true;
+        case GgmlType::q4_k:
+            dequantize_q45k_blocks<false>(bytes, count / kquant_block, out);
+            return true;
+        case GgmlType::q5_k:
+            dequantize_q45k_blocks<true>(bytes, count / kquant_block, out);
+            return true;
+        case GgmlType::q6_k:
+            dequantize_q6k_blocks(bytes, count / kquant_block, out);
             return true;
         default:
             return false;

@@ -1,0 +1,139 @@
+// ggml's k-quant types as GGUF stores them (q2_K, q3_K, q4_K, q5_K, q6_K), and their decoder to floats.
+//
+// A k-quant block is a super-block of 256 elements: sub-blocks of 16 or 32 elements, each with a small
+// integer scale (and, for q2_K / q4_K / q5_K, a min) that multiplies the super-block's f16 d (and dmin).
+// Byte layouts (offsets in bytes; all multi-byte fields little-endian):
+//
+//   q2_K (84):  | scales[16] @0 | qs[64] @16 | d f16 @80 | dmin f16 @82 |
+//               sub-block s (16 elements): scale d * (scales[s] & 15), min dmin * (scales[s] >> 4)
+//   q3_K (110): | hmask[32] @0 | qs[64] @32 | scales[12] @96 | d f16 @108 |
+//               sub-block s (16 elements): scale d * (sc_s - 32), sc_s six bits: the low four in
+//               scales[s] & 15 (s < 8) or scales[s - 8] >> 4, the high two in scales[8 + s % 4] >> (2 (s / 4))
+//   q4_K (144): | d f16 @0 | dmin f16 @2 | scales[12] @4 | qs[128] @16 |
+//   q5_K (176): | d f16 @0 | dmin f16 @2 | scales[12] @4 | qh[32] @16 | qs[128] @48 |
+//               sub-block s (32 elements): scale d * sc_s, min dmin * m_s, six bits each from scales:
+//               s < 4: sc = scales[s] & 63, m = scales[s + 4] & 63;
+//               s >= 4: sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4,
+//                       m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4
+//   q6_K (210): | ql[128] @0 | qh[64] @128 | scales[16] int8 @192 | d f16 @208 |
+//               sub-block s (16 elements): scale d * scales[s]
+//
+// Codes of element i (h = i / 128, k = i % 128 / 32, l = i % 32 in q2_K, q3_K and q6_K; in q4_K and
+// q5_K c = i / 64, l = i % 32 and the nibble is the low one for i % 64 < 32, the high one above):
+//   q2_K: q = qs[32h + l] >> 2k & 3                                            value = scale * q - min
+//   q3_K: q = (qs[32h + l] >> 2k & 3) - 4 * (1 - (hmask[l] >> (4h + k) & 1))   value = scale * q
+//   q4_K: q = nibble of qs[32c + l]                                            value = scale * q - min
+//   q5_K: q = nibble of qs[32c + l] | (qh[l] >> (i / 32) & 1) << 4             value = scale * q - min
+//   q6_K: q = (ql[64h + 32(k & 1) + l] >> 4(k >> 1) & 15 | (qh[32h + l] >> 2k & 3) << 4) - 32
+//                                                                              value = scale * q
+//
+// Every value is computed as ggml's dequantize_row_* and the gguf package compute it: the scale
+// fl(d * sc) and the min fl(dmin * m) are exact (an f16 times an integer of at most 8 bits), and so is
+// scale * q except in q6_K (up to 25 significant bits), so each value is one rounding of the exact
+// expression, whether or not the compiler fuses the multiply and the subtraction: bit for bit equal.
+#pragma once
+
+#include "../detail/config.hpp"
+#include "detail/bytes.hpp"
+#include "detail/float16.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+LOWBIT_BEGIN_NAMESPACE
+namespace io_detail {
+
+/// Elements of a k-quant super-block.
+inline constexpr std::size_t kquant_block = 256;
+
+/// The six-bit scale and min of sub-block s < 8 of a q4_K / q5_K block's 12 scale bytes.
+inline void kquant_scale_min(const std::byte* scales, int s, int& scale, int& min) noexcept {
+    const auto byte = [&](int j) { return static_cast<int>(static_cast<std::uint8_t>(scales[j])); };
+    if (s < 4) {
+        scale = byte(s) & 63;
+        min = byte(s + 4) & 63;
+    } else {
+        scale = (byte(s + 4) & 15) | (byte(s - 4) >> 6) << 4;
+        min = (byte(s + 4) >> 4) | (byte(s) >> 6) << 4;
+    }
+}
+
+/// The signed scale (-32 .. 31) of sub-block s < 16 of a q3_K block's 12 scale bytes.
+inline int q3k_scale(const std::byte* scales, int s) noexcept {
+    const auto byte = [&](int j) { return static_cast<int>(static_cast<std::uint8_t>(scales[j])); };
+    const int low = s < 8 ? byte(s) & 15 : byte(s - 8) >> 4;
+    const int high = byte(8 + s % 4) >> (2 * (s / 4)) & 3;
+    return (low | high << 4) - 32;
+}
+
+// Each dequantize_*_blocks(bytes, blocks, out) writes the 256 values of each of `blocks` consecutive
+// super-blocks at bytes into out, as the layout at the top of this file.
+
+inline int kquant_byte(const std::byte* p, std::size_t j) noexcept {
+    return static_cast<int>(static_cast<std::uint8_t>(p[j]));
+}
+
+inline void dequantize_q2k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
+    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+        const std::byte* block = bytes + 84 * b;
+        const float d = f16_to_float(load_le<std::uint16_t>(block + 80));
+        const float dmin = f16_to_float(load_le<std::uint16_t>(block + 82));
+        for (std::size_t i = 0; i < kquant_block; ++i) {
+            const int s = kquant_byte(block, i / 16);
+            const int q = kquant_byte(block + 16, 32 * (i / 128) + i % 32) >> (2 * (i % 128 / 32)) & 3;
+            const float scale = d * static_cast<float>(s & 15), min = dmin * static_cast<float>(s >> 4);
+            out[i] = scale * static_cast<float>(q) - min;
+        }
+    }
+}
+
+inline void dequantize_q3k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
+    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+        const std::byte* block = bytes + 110 * b;
+        const float d = f16_to_float(load_le<std::uint16_t>(block + 108));
+        for (std::size_t i = 0; i < kquant_block; ++i) {
+            const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+            const int low = kquant_byte(block + 32, 32 * h + l) >> (2 * k) & 3;
+            const int high = kquant_byte(block, l) >> (4 * h + k) & 1;
+            const float scale = d * static_cast<float>(q3k_scale(block + 96, static_cast<int>(i / 16)));
+            out[i] = scale * static_cast<float>(low - 4 * (1 - high));
+        }
+    }
+}
+
+/// q4_K (FiveBits false) and q5_K (FiveBits true).
+template <bool FiveBits>
+void dequantize_q45k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
+    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+        const std::byte* block = bytes + (FiveBits ? 176 : 144) * b;
+        const std::byte* qs = block + (FiveBits ? 48 : 16);
+        const float d = f16_to_float(load_le<std::uint16_t>(block));
+        const float dmin = f16_to_float(load_le<std::uint16_t>(block + 2));
+        for (std::size_t i = 0; i < kquant_block; ++i) {
+            int sc = 0, m = 0;
+            kquant_scale_min(block + 4, static_cast<int>(i / 32), sc, m);
+            const int byte = kquant_byte(qs, 32 * (i / 64) + i % 32);
+            int q = i % 64 < 32 ? byte & 15 : byte >> 4;
+            if constexpr (FiveBits) q |= (kquant_byte(block + 16, i % 32) >> (i / 32) & 1) << 4;
+            const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+            out[i] = scale * static_cast<float>(q) - min;
+        }
+    }
+}
+
+inline void dequantize_q6k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
+    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+        const std::byte* block = bytes + 210 * b;
+        const float d = f16_to_float(load_le<std::uint16_t>(block + 208));
+        for (std::size_t i = 0; i < kquant_block; ++i) {
+            const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+            const int low = kquant_byte(block, 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1)) & 15;
+            const int high = kquant_byte(block + 128, 32 * h + l) >> (2 * k) & 3;
+            const float scale = d * static_cast<float>(load_le<std::int8_t>(block + 192 + i / 16));
+            out[i] = scale * static_cast<float>((low | high << 4) - 32);
+        }
+    }
+}
+
+}  // namespace io_detail
+LOWBIT_END_NAMESPACE
