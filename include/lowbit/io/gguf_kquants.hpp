@@ -46,57 +46,61 @@ namespace io_detail {
 /// Elements of a k-quant super-block.
 inline constexpr std::size_t kquant_block = 256;
 
-/// The six-bit scale and min of sub-block s < 8 of a q4_K / q5_K block's 12 scale bytes.
-inline void kquant_scale_min(const std::byte* scales, int s, int& scale, int& min) noexcept {
-    const auto byte = [&](int j) { return static_cast<int>(static_cast<std::uint8_t>(scales[j])); };
-    if (s < 4) {
-        scale = byte(s) & 63;
-        min = byte(s + 4) & 63;
-    } else {
-        scale = (byte(s + 4) & 15) | (byte(s - 4) >> 6) << 4;
-        min = (byte(s + 4) >> 4) | (byte(s) >> 6) << 4;
-    }
-}
-
-/// The signed scale (-32 .. 31) of sub-block s < 16 of a q3_K block's 12 scale bytes.
-inline int q3k_scale(const std::byte* scales, int s) noexcept {
-    const auto byte = [&](int j) { return static_cast<int>(static_cast<std::uint8_t>(scales[j])); };
-    const int low = s < 8 ? byte(s) & 15 : byte(s - 8) >> 4;
-    const int high = byte(8 + s % 4) >> (2 * (s / 4)) & 3;
-    return (low | high << 4) - 32;
-}
-
-// Each dequantize_*_blocks(bytes, blocks, out) writes the 256 values of each of `blocks` consecutive
-// super-blocks at bytes into out, as the layout at the top of this file.
-
+/// Byte j of p as an unsigned value.
 inline int kquant_byte(const std::byte* p, std::size_t j) noexcept {
     return static_cast<int>(static_cast<std::uint8_t>(p[j]));
 }
 
+/// The six-bit scale and min of sub-block s < 8 of a q4_K / q5_K block's 12 scale bytes.
+inline void kquant_scale_min(const std::byte* scales, std::size_t s, int& scale, int& min) noexcept {
+    if (s < 4) {
+        scale = kquant_byte(scales, s) & 63;
+        min = kquant_byte(scales, s + 4) & 63;
+    } else {
+        scale = (kquant_byte(scales, s + 4) & 15) | (kquant_byte(scales, s - 4) >> 6) << 4;
+        min = (kquant_byte(scales, s + 4) >> 4) | (kquant_byte(scales, s) >> 6) << 4;
+    }
+}
+
+/// The signed scale (-32 .. 31) of sub-block s < 16 of a q3_K block's 12 scale bytes.
+inline int q3k_scale(const std::byte* scales, std::size_t s) noexcept {
+    const int low = s < 8 ? kquant_byte(scales, s) & 15 : kquant_byte(scales, s - 8) >> 4;
+    const int high = kquant_byte(scales, 8 + s % 4) >> (2 * (s / 4)) & 3;
+    return (low | high << 4) - 32;
+}
+
+// Each dequantize_*_blocks(bytes, blocks, out) writes the 256 values of each of `blocks` consecutive
+// super-blocks at bytes into out, as the layout at the top of this file, sub-block by sub-block (the
+// scale and min once per sub-block).
+
 inline void dequantize_q2k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
-    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+    for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 84 * b;
         const float d = f16_to_float(load_le<std::uint16_t>(block + 80));
         const float dmin = f16_to_float(load_le<std::uint16_t>(block + 82));
-        for (std::size_t i = 0; i < kquant_block; ++i) {
-            const int s = kquant_byte(block, i / 16);
-            const int q = kquant_byte(block + 16, 32 * (i / 128) + i % 32) >> (2 * (i % 128 / 32)) & 3;
-            const float scale = d * static_cast<float>(s & 15), min = dmin * static_cast<float>(s >> 4);
-            out[i] = scale * static_cast<float>(q) - min;
+        for (std::size_t s = 0; s < 16; ++s) {
+            const int packed = kquant_byte(block, s);
+            const float scale = d * static_cast<float>(packed & 15), min = dmin * static_cast<float>(packed >> 4);
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
+                const int q = kquant_byte(block + 16, 32 * (i / 128) + i % 32) >> (2 * (i % 128 / 32)) & 3;
+                *out = scale * static_cast<float>(q) - min;
+            }
         }
     }
 }
 
 inline void dequantize_q3k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
-    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+    for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 110 * b;
         const float d = f16_to_float(load_le<std::uint16_t>(block + 108));
-        for (std::size_t i = 0; i < kquant_block; ++i) {
-            const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
-            const int low = kquant_byte(block + 32, 32 * h + l) >> (2 * k) & 3;
-            const int high = kquant_byte(block, l) >> (4 * h + k) & 1;
-            const float scale = d * static_cast<float>(q3k_scale(block + 96, static_cast<int>(i / 16)));
-            out[i] = scale * static_cast<float>(low - 4 * (1 - high));
+        for (std::size_t s = 0; s < 16; ++s) {
+            const float scale = d * static_cast<float>(q3k_scale(block + 96, s));
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
+                const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+                const int low = kquant_byte(block + 32, 32 * h + l) >> (2 * k) & 3;
+                const int high = kquant_byte(block, l) >> (4 * h + k) & 1;
+                *out = scale * static_cast<float>(low - 4 * (1 - high));
+            }
         }
     }
 }
@@ -104,33 +108,37 @@ inline void dequantize_q3k_blocks(const std::byte* bytes, std::size_t blocks, fl
 /// q4_K (FiveBits false) and q5_K (FiveBits true).
 template <bool FiveBits>
 void dequantize_q45k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
-    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+    for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + (FiveBits ? 176 : 144) * b;
         const std::byte* qs = block + (FiveBits ? 48 : 16);
         const float d = f16_to_float(load_le<std::uint16_t>(block));
         const float dmin = f16_to_float(load_le<std::uint16_t>(block + 2));
-        for (std::size_t i = 0; i < kquant_block; ++i) {
+        for (std::size_t s = 0; s < 8; ++s) {
             int sc = 0, m = 0;
-            kquant_scale_min(block + 4, static_cast<int>(i / 32), sc, m);
-            const int byte = kquant_byte(qs, 32 * (i / 64) + i % 32);
-            int q = i % 64 < 32 ? byte & 15 : byte >> 4;
-            if constexpr (FiveBits) q |= (kquant_byte(block + 16, i % 32) >> (i / 32) & 1) << 4;
+            kquant_scale_min(block + 4, s, sc, m);
             const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
-            out[i] = scale * static_cast<float>(q) - min;
+            for (std::size_t l = 0; l < 32; ++l, ++out) {
+                const int byte = kquant_byte(qs, 32 * (s / 2) + l);
+                int q = s % 2 == 0 ? byte & 15 : byte >> 4;
+                if constexpr (FiveBits) q |= (kquant_byte(block + 16, l) >> s & 1) << 4;
+                *out = scale * static_cast<float>(q) - min;
+            }
         }
     }
 }
 
 inline void dequantize_q6k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
-    for (std::size_t b = 0; b < blocks; ++b, out += kquant_block) {
+    for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 210 * b;
         const float d = f16_to_float(load_le<std::uint16_t>(block + 208));
-        for (std::size_t i = 0; i < kquant_block; ++i) {
-            const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
-            const int low = kquant_byte(block, 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1)) & 15;
-            const int high = kquant_byte(block + 128, 32 * h + l) >> (2 * k) & 3;
-            const float scale = d * static_cast<float>(load_le<std::int8_t>(block + 192 + i / 16));
-            out[i] = scale * static_cast<float>((low | high << 4) - 32);
+        for (std::size_t s = 0; s < 16; ++s) {
+            const float scale = d * static_cast<float>(load_le<std::int8_t>(block + 192 + s));
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
+                const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+                const int low = kquant_byte(block, 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1)) & 15;
+                const int high = kquant_byte(block + 128, 32 * h + l) >> (2 * k) & 3;
+                *out = scale * static_cast<float>((low | high << 4) - 32);
+            }
         }
     }
 }
