@@ -49,11 +49,9 @@ struct QgemvF32Batch {
     /// no faster (benchmarks/README.md).
     static constexpr int deep_rows = W >= 16 ? 8 : 0;
     static constexpr int deep_min_rows = 3;
-    /// Output columns per pass of the deep kernel: each x vector loaded from L1 feeds two fmas. With one,
-    /// a load per fma held the 8-row kernel to 0.40 to 0.46 of `peak f32 fma` (an fma loop with an L1
-    /// operand alone reached 0.6 on the Intel host); two: M = 3 to 16 1.05 to 1.31 times as fast
-    /// (4096 x 4096, benchmarks/README.md), 2 * 8 * 2 accumulators and totals (the totals spill, touched
-    /// once a chunk).
+    /// Output columns per pass of the deep kernel: each x vector loaded from L1 feeds two fmas, where with
+    /// one a load per fma bounded the kernel (benchmarks/README.md). 2 * 8 * 2 accumulators and totals
+    /// exceed the register file; the totals spill, touched once a chunk.
     static constexpr int deep_cols = 2;
     /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
     /// (32 KiB for 4-bit codes on AVX-512). M = 8 to 32, 4096 x 4096 q4: 10 to 15 % faster than two

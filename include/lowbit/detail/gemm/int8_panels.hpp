@@ -67,8 +67,7 @@ struct Int8PanelLayout {
 /// How a batch of activation rows is cut into the microkernel's row blocks: blocks of at most `rows`
 /// (as even as they can be), except that a batch of at most `one_block` rows is one block. A short batch
 /// split in two runs the tiles twice over the panels, each time with too few rows to pay for the code
-/// unpacking they share: on AVX-512, 8 rows as one block ran 1.04 to 1.44 times as fast as 4 + 4 over
-/// every format at 4096 x 4096 (benchmarks/README.md).
+/// unpacking they share (the measurement: benchmarks/README.md).
 struct Int8RowSplit {
     int rows = 1;       ///< MR, the tile's rows
     int one_block = 1;  ///< the most rows run as one block (>= rows)
