@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -196,23 +197,33 @@ public:
     /// ..., ne[0]], every value equal to ggml's own dequantization bit for bit. One pass over the bytes (threads:
     /// lowbit::num_threads()). Throws std::invalid_argument naming the tensor and its type for another type.
     RowMatrixXf to_matrix(std::string_view name) const {
-        const auto& info = tensor_info(name);
-        if (!io_detail::can_dequantize(info.type))
-            throw tensor_error(
-                info.name,
-                "type " + std::string(ggml_type_name(info.type)) +
-                    " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
+        const auto& info = convertible_tensor(name);
         const auto rows = static_cast<Eigen::Index>(info.row_count());
-        const auto cols = static_cast<Eigen::Index>(info.row_length());
-        RowMatrixXf matrix(rows, cols);
-        const std::byte* bytes = data_.data() + info.offset;
-        const std::size_t row_bytes = rows == 0 ? 0 : static_cast<std::size_t>(info.size / info.row_count());
-        detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(cols),
+        RowMatrixXf matrix(rows, static_cast<Eigen::Index>(info.row_length()));
+        detail::parallel_for(static_cast<std::size_t>(rows), detail::rows_per_range(matrix.cols()),
                              [&](std::size_t begin, std::size_t end) {
-            for (std::size_t r = begin; r < end; ++r)
-                io_detail::dequantize_row(info.type, bytes + r * row_bytes, static_cast<std::size_t>(cols),
-                                          matrix.data() + r * static_cast<std::size_t>(cols));
-        });
+                                 for (std::size_t r = begin; r < end; ++r)
+                                     dequantize_row_into(info, r,
+                                                         matrix.data() + r * static_cast<std::size_t>(matrix.cols()));
+                             });
+        return matrix;
+    }
+
+    /// The rows `row_ids` of to_matrix(name), in their order (ggml's get_rows: an embedding lookup that
+    /// converts only the rows it reads). Throws as to_matrix, and std::out_of_range naming the tensor for
+    /// a row outside [0, rows).
+    template <class RowIds>
+    RowMatrixXf to_matrix_rows(std::string_view name, const RowIds& row_ids) const {
+        const auto& info = convertible_tensor(name);
+        RowMatrixXf matrix(static_cast<Eigen::Index>(std::size(row_ids)), static_cast<Eigen::Index>(info.row_length()));
+        Eigen::Index out = 0;
+        for (const auto id : row_ids) {
+            if (std::cmp_less(id, 0) || std::cmp_greater_equal(id, info.row_count()))
+                throw std::out_of_range("lowbit::GgufFile: " + label_ + ": tensor " + io_detail::quoted(info.name) +
+                                        ": row " + std::to_string(id) + " outside [0, " +
+                                        std::to_string(info.row_count()) + ")");
+            dequantize_row_into(info, static_cast<std::size_t>(id), matrix.row(out++).data());
+        }
         return matrix;
     }
 
@@ -287,6 +298,23 @@ private:
     }
     format_error tensor_error(std::string_view tensor, const std::string& fault) const {
         return file_error("tensor " + io_detail::quoted(tensor) + ": " + fault);
+    }
+
+    /// The tensor's info, after checking that dequantize_row converts its type.
+    const GgufTensorInfo& convertible_tensor(std::string_view name) const {
+        const auto& info = tensor_info(name);
+        if (!io_detail::can_dequantize(info.type))
+            throw tensor_error(
+                info.name,
+                "type " + std::string(ggml_type_name(info.type)) +
+                    " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
+        return info;
+    }
+    /// Row `row` of a convertible tensor into out[0, row_length).
+    void dequantize_row_into(const GgufTensorInfo& info, std::size_t row, float* out) const {
+        const std::size_t row_bytes = static_cast<std::size_t>(info.size / info.row_count());
+        io_detail::dequantize_row(info.type, data_.data() + info.offset + row * row_bytes,
+                                  static_cast<std::size_t>(info.row_length()), out);
     }
 
     std::size_t find(std::string_view name) const {
