@@ -51,6 +51,7 @@ struct Options {
     float top_p = 0.9f;
     std::uint64_t seed = 42;
     bool ignore_eos = false;
+    bool margins = false;
     std::string perplexity_file;
     int context = 512;
     std::size_t chunks = 0;
@@ -108,6 +109,8 @@ Options parse(int argc, char** argv) {
             o.seed = static_cast<std::uint64_t>(integer(arg, value(), 0));
         else if (arg == "--ignore-eos")
             o.ignore_eos = true;
+        else if (arg == "--margins")
+            o.margins = true;
         else if (arg == "--perplexity")
             o.perplexity_file = value();
         else if (arg == "--ctx" || arg == "-c")
@@ -136,7 +139,7 @@ Options parse(int argc, char** argv) {
         else if (arg == "--help" || arg == "-h") {
             std::printf(
                 "usage: lowbit-llm [--model FILE] --prompt TEXT [-n 64] [--chat] [--temp 0 --top-p 0.9 --seed 42] "
-                "[--ignore-eos]\n"
+                "[--ignore-eos] [--margins]\n"
                 "       lowbit-llm [--model FILE] --perplexity TEXT_FILE [--ctx 512] [--chunks N]\n"
                 "       lowbit-llm [--model FILE] --bench [--pp 512] [--tg 128] [--repetitions 5] [--profile]\n"
                 "       lowbit-llm [--model FILE] --tokenize TEXT\n"
@@ -214,9 +217,22 @@ struct Runner {
 
 struct Generation {
     std::vector<std::int32_t> tokens;
+    std::vector<float> margins;  ///< per generated token: the largest logit minus the second largest
     std::string text;
     double prompt_seconds = 0, generation_seconds = 0;
 };
+
+/// The largest logit minus the second largest (how near greedy decoding was to a tie).
+float top_two_margin(const Eigen::Ref<const Eigen::RowVectorXf>& logits) {
+    float first = -INFINITY, second = -INFINITY;
+    for (Eigen::Index i = 0; i < logits.size(); ++i) {
+        if (logits[i] > first)
+            second = first, first = logits[i];
+        else if (logits[i] > second)
+            second = logits[i];
+    }
+    return first - second;
+}
 
 /// Runs `prompt` and samples up to `count` tokens after it.
 Generation generate(const Runner& runner, const std::vector<std::int32_t>& prompt, int count, llm::Sampler& sampler,
@@ -235,6 +251,7 @@ Generation generate(const Runner& runner, const std::vector<std::int32_t>& promp
     start = std::chrono::steady_clock::now();
     for (int i = 0; i < count; ++i) {
         const std::int32_t next = sampler(logits.row(0));
+        result.margins.push_back(top_two_margin(logits.row(0)));
         if (!ignore_eos && runner.ends_generation(next)) break;
         result.tokens.push_back(next);
         const std::string piece = runner.tokenizer.decode(next);
@@ -347,6 +364,12 @@ int run_prompt(const Runner& runner, const Options& o) {
         prompt.size(), static_cast<double>(prompt.size()) / result.prompt_seconds, result.tokens.size(),
         result.tokens.empty() ? 0.0 : static_cast<double>(result.tokens.size()) / result.generation_seconds,
         lowbit::num_threads(), o.int8 ? "int8" : "f32");
+    if (o.margins) {
+        std::printf("per token, the top-two logit margin and the bytes of its text:");
+        for (std::size_t i = 0; i < result.tokens.size(); ++i)
+            std::printf(" margin %.4f bytes %zu", result.margins[i], runner.tokenizer.decode(result.tokens[i]).size());
+        std::printf("\n");
+    }
     return 0;
 }
 

@@ -1,8 +1,9 @@
 // One linear layer of a GGUF model (no bias), run by lowbit in the format its tensor is stored in:
 //
-//   q4_0, q4_1 -> QuantizedLinear<32, 4>   (MLX affine groups of 32; GgufFile::to_quantized, exact)
-//   q8_0       -> QuantizedLinear<32, 8>
-//   f32, f16, bf16, q2_K .. q6_K -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
+//   q4_0, q4_1, q4_K -> QuantizedLinear<32, 4>   (MLX affine groups of 32; GgufFile::to_quantized, exact)
+//   q5_K             -> QuantizedLinear<32, 5>
+//   q8_0             -> QuantizedLinear<32, 8>
+//   f32, f16, bf16, q2_K, q3_K, q6_K -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
 //
 // Several tensors with the same input length and type can be stacked by rows into one layer (Q, K and V;
 // gate and up), so that one matmul reads the input once and runs at a larger, faster shape; the
@@ -57,7 +58,11 @@ public:
         switch (projection.type_) {
             case lowbit::GgmlType::q4_0:
             case lowbit::GgmlType::q4_1:
+            case lowbit::GgmlType::q4_k:
                 projection.layer_ = stacked_quantized<4>(file, names);
+                break;
+            case lowbit::GgmlType::q5_k:
+                projection.layer_ = stacked_quantized<5>(file, names);
                 break;
             case lowbit::GgmlType::q8_0:
                 projection.layer_ = stacked_quantized<8>(file, names);
@@ -89,9 +94,10 @@ public:
     /// The output counts of the stacked tensors, in order.
     const std::vector<Eigen::Index>& outputs() const noexcept { return outs_; }
     lowbit::GgmlType stored_type() const noexcept { return type_; }
-    /// How lowbit runs it: "affine g32 4-bit", "affine g32 8-bit" or "float".
+    /// How lowbit runs it: "affine g32 B-bit" or "float".
     std::string runs_as() const {
         if (std::holds_alternative<lowbit::QuantizedLinear<32, 4>>(layer_)) return "affine g32 4-bit";
+        if (std::holds_alternative<lowbit::QuantizedLinear<32, 5>>(layer_)) return "affine g32 5-bit";
         if (std::holds_alternative<lowbit::QuantizedLinear<32, 8>>(layer_)) return "affine g32 8-bit";
         return "float";
     }
@@ -138,7 +144,9 @@ private:
         return lowbit::QuantizedLinear<32, Bits>(std::move(stacked));
     }
 
-    std::variant<lowbit::Linear, lowbit::QuantizedLinear<32, 4>, lowbit::QuantizedLinear<32, 8>> layer_;
+    std::variant<lowbit::Linear, lowbit::QuantizedLinear<32, 4>, lowbit::QuantizedLinear<32, 5>,
+                 lowbit::QuantizedLinear<32, 8>>
+        layer_;
     std::vector<Eigen::Index> outs_;
     lowbit::GgmlType type_ = lowbit::GgmlType::f32;
 };

@@ -45,7 +45,8 @@ public:
             probability[i] = std::exp(static_cast<double>(logits[static_cast<Eigen::Index>(i)] - max) / temperature_);
             sum += probability[i];
         }
-        std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        // Most likely first; ties keep the lower id first.
+        std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
             return probability[static_cast<std::size_t>(a)] > probability[static_cast<std::size_t>(b)];
         });
         std::size_t kept = 0;

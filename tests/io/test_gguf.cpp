@@ -364,7 +364,10 @@ TEST_CASE("GGUF Q4_0 / Q4_1 / Q8_0: to_matrix equals ggml bit for bit, to_quanti
     }
 }
 
-TEST_CASE("GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization bit for bit", "[io]") {
+TEST_CASE(
+    "GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization bit for bit; q4_K and q5_K's to_quantized "
+    "too",
+    "[io]") {
     auto rng = lowbit::test::make_rng(607);
     for (const std::uint32_t type : {q2_k, q3_k, q4_k, q5_k, q6_k}) {
         INFO("ggml type " << type);
@@ -379,6 +382,18 @@ TEST_CASE("GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization 
             for (std::size_t i = 0; i < expected.size(); ++i) {
                 INFO("element " << i);
                 REQUIRE(bits_of(w.data()[i]) == bits_of(expected[i]));
+            }
+            if (type != q4_k && type != q5_k) continue;
+            // q4_K and q5_K as MLX affine groups of 32 (the sub-blocks): the same values, bit for bit, at
+            // the narrowest width that holds the codes and at 8 bits.
+            const auto file = GgufFile::from_bytes(bytes);
+            const RowMatrixXf narrow = type == q4_k ? lowbit::dequantize(file.to_quantized<32, 4>("blk.0.w"))
+                                                    : lowbit::dequantize(file.to_quantized<32, 5>("blk.0.w"));
+            const RowMatrixXf wide = lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"));
+            for (Eigen::Index i = 0; i < w.size(); ++i) {
+                INFO("element " << i);
+                REQUIRE(bits_of(narrow.data()[i]) == bits_of(w.data()[i]));
+                REQUIRE(bits_of(wide.data()[i]) == bits_of(w.data()[i]));
             }
         }
     }
@@ -411,6 +426,8 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     const auto bytes = GgufBuilder{}
                            .tensor("inf", {32}, q4_0, inf_block.bytes)
                            .tensor("k", {256}, q4_k, std::vector<std::byte>(144))
+                           .tensor("k5", {256}, q5_k, std::vector<std::byte>(176))
+                           .tensor("k6", {256}, q6_k, std::vector<std::byte>(210))
                            .tensor("q5", {32}, q5_0, std::vector<std::byte>(22))
                            .tensor("q8", {32}, q8_0, std::vector<std::byte>(34))
                            .build();
@@ -421,7 +438,9 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     CHECK(lowbit::ggml_type_name(file.tensor_type("k")) == "q4_K");
     CHECK(file.to_matrix("k").isZero());
     CHECK_THROWS_WITH(file.to_matrix("q5"), ContainsSubstring("'q5'") && ContainsSubstring("q5_0"));
-    CHECK_THROWS_WITH((file.to_quantized<32, 4>("k")), ContainsSubstring("q4_K"));
+    CHECK((lowbit::dequantize(file.to_quantized<32, 4>("k")).isZero()));
+    CHECK_THROWS_WITH((file.to_quantized<32, 8>("k6")), ContainsSubstring("'k6'") && ContainsSubstring("q6_K"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("k5")), ContainsSubstring("Bits >= 5"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("q8")), ContainsSubstring("Bits = 8"));
     CHECK_THROWS_WITH((file.to_quantized<32, 2>("inf")), ContainsSubstring("Bits >= 4"));
     CHECK_THROWS_WITH(file.to_matrix("none"), ContainsSubstring("'none'"));

@@ -227,21 +227,29 @@ public:
         return matrix;
     }
 
-    /// A Q4_0 or Q4_1 tensor (Bits in {4, 5, 6, 8}) or a Q8_0 tensor (Bits = 8) as the QuantizedMatrix
-    /// whose dequantize() equals to_matrix(name) value for value (N12.3's mapping; see gguf_blocks.hpp for
-    /// the one exception, the sign of some zeros). Throws std::invalid_argument for another type, a Bits
-    /// that cannot hold the codes, or a Q4_0 / Q8_0 block whose scale d is Inf or NaN (naming the block).
+    /// A Q4_0, Q4_1 or q4_K tensor (Bits in {4, 5, 6, 8}), a q5_K tensor (Bits in {5, 6, 8}) or a Q8_0
+    /// tensor (Bits = 8) as the QuantizedMatrix (MLX affine, groups of 32; a k-quant's sub-blocks are its
+    /// groups) whose dequantize() equals to_matrix(name) value for value (N12.3's mapping; see
+    /// gguf_blocks.hpp for the one exception, the sign of some zeros). Throws std::invalid_argument for
+    /// another type, a Bits that cannot hold the codes, or a Q4_0 / Q8_0 block whose scale d is Inf or NaN
+    /// (naming the block).
     template <int GroupSize, int Bits>
     QuantizedMatrix<GroupSize, Bits> to_quantized(std::string_view name) const {
-        static_assert(GroupSize == 32, "lowbit::GgufFile::to_quantized: ggml's Q4_0, Q4_1 and Q8_0 blocks are groups of 32");
+        static_assert(GroupSize == 32,
+                      "lowbit::GgufFile::to_quantized: ggml's Q4_0, Q4_1 and Q8_0 blocks and q4_K / q5_K sub-blocks "
+                      "are groups of 32");
         const auto& info = tensor_info(name);
-        const bool q4 = info.type == GgmlType::q4_0 || info.type == GgmlType::q4_1;
-        if (!q4 && info.type != GgmlType::q8_0)
-            throw tensor_error(info.name, "type " + std::string(ggml_type_name(info.type)) +
-                                              " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q8_0)");
-        if ((q4 && Bits < 4) || (!q4 && Bits != 8))
+        const bool q4 = info.type == GgmlType::q4_0 || info.type == GgmlType::q4_1 || info.type == GgmlType::q4_k;
+        const bool kquant = info.type == GgmlType::q4_k || info.type == GgmlType::q5_k;
+        if (!q4 && !kquant && info.type != GgmlType::q8_0)
+            throw tensor_error(info.name,
+                               "type " + std::string(ggml_type_name(info.type)) +
+                                   " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q8_0, q4_K, q5_K)");
+        const int code_bits = q4 ? 4 : kquant ? 5 : 8;
+        if (Bits < code_bits || (code_bits == 8 && Bits != 8))
             throw tensor_error(info.name, std::string(ggml_type_name(info.type)) + " codes need " +
-                                              (q4 ? "Bits >= 4" : "Bits = 8") + ", got Bits = " + std::to_string(Bits));
+                                              (code_bits == 8 ? "Bits = 8" : "Bits >= " + std::to_string(code_bits)) +
+                                              ", got Bits = " + std::to_string(Bits));
         const auto rows = static_cast<Eigen::Index>(info.row_count());
         const auto cols = static_cast<Eigen::Index>(info.row_length());
         if (rows == 0 || cols == 0) throw tensor_error(info.name, "is empty (dims " + dims_text(info.dims) + ")");
@@ -257,14 +265,26 @@ public:
             for (std::size_t r = begin; r < end; ++r) {
                 const auto row = static_cast<Eigen::Index>(r);
                 for (Eigen::Index g = 0; g < groups; ++g) {
+                    std::uint32_t* words = &result.codes(row, g * Bits);
+                    if (kquant) {  // sub-block g % 8 of super-block g / 8 of the row
+                        const std::byte* block =
+                            bytes + (r * static_cast<std::uint64_t>(groups / 8) + static_cast<std::uint64_t>(g / 8)) *
+                                        block_bytes;
+                        const auto sub_block = static_cast<std::size_t>(g % 8);
+                        const auto group = info.type == GgmlType::q4_k ? io_detail::q45k_group<false>(block, sub_block)
+                                                                       : io_detail::q45k_group<true>(block, sub_block);
+                        result.scales(row, g) = group.scale;
+                        result.biases(row, g) = group.bias;
+                        detail::kernels::pack_codes<Bits>(group.codes.data(), 32, words);
+                        continue;
+                    }
                     const std::uint64_t block_index = r * static_cast<std::uint64_t>(groups) + static_cast<std::uint64_t>(g);
                     const std::byte* block = bytes + block_index * block_bytes;
                     const float d = io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block));
                     if (info.type != GgmlType::q4_1 && !std::isfinite(d))
-                        throw tensor_error(info.name, "block " + std::to_string(block_index) + " (row " + std::to_string(r) +
-                                                          ") has scale d = " + std::to_string(d) +
+                        throw tensor_error(info.name, "block " + std::to_string(block_index) + " (row " +
+                                                          std::to_string(r) + ") has scale d = " + std::to_string(d) +
                                                           ", which has no exact QuantizedMatrix form");
-                    std::uint32_t* words = &result.codes(row, g * Bits);
                     if constexpr (Bits == 4) {  // q4 here: the nibbles re-packed word by word
                         result.scales(row, g) = d;
                         result.biases(row, g) = info.type == GgmlType::q4_1

@@ -69,14 +69,9 @@ inline const GgmlTypeInfo* ggml_type_info(std::uint32_t id) noexcept {
     return &ggml_type_table[id];
 }
 
-/// Decodes one 32-element block of a Q4_0, Q4_1 or Q8_0 type into codes in MLX's sense (unsigned,
-/// < 16 or < 256) with the scale and bias of N12.3's exact mapping (see the top of this file).
-struct MlxBlock {
-    std::array<std::uint8_t, 32> codes;
-    float scale;
-    float bias;
-};
-
+/// Decodes one 32-element block of a Q4_0, Q4_1 or Q8_0 type into an MlxBlock (gguf_kquants.hpp):
+/// codes in MLX's sense (unsigned, < 16 or < 256) with the scale and bias of N12.3's exact mapping (see
+/// the top of this file).
 inline MlxBlock decode_mlx_block(GgmlType type, const std::byte* block) noexcept {
     MlxBlock result{};
     const float d = f16_to_float(load_le<std::uint16_t>(block));

@@ -37,11 +37,19 @@
 #include "detail/bytes.hpp"
 #include "detail/float16.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
 LOWBIT_BEGIN_NAMESPACE
 namespace io_detail {
+
+/// A group of 32 GGUF elements in MLX's affine sense: value j = scale * codes[j] + bias, codes unsigned.
+struct MlxBlock {
+    std::array<std::uint8_t, 32> codes;
+    float scale;
+    float bias;
+};
 
 /// Elements of a k-quant super-block.
 inline constexpr std::size_t kquant_block = 256;
@@ -105,24 +113,35 @@ inline void dequantize_q3k_blocks(const std::byte* bytes, std::size_t blocks, fl
     }
 }
 
+/// Sub-block s < 8 (elements 32 s to 32 s + 31) of a q4_K (FiveBits false) or q5_K block as an MLX
+/// affine group: its codes (< 16 or < 32), scale fl(d * sc) and bias -fl(dmin * m), both exact, so
+/// scale * code + bias is ggml's value with the same one rounding.
+template <bool FiveBits>
+MlxBlock q45k_group(const std::byte* block, std::size_t s) noexcept {
+    const std::byte* qs = block + (FiveBits ? 48 : 16);
+    int sc = 0, m = 0;
+    kquant_scale_min(block + 4, s, sc, m);
+    MlxBlock group{};
+    group.scale = f16_to_float(load_le<std::uint16_t>(block)) * static_cast<float>(sc);
+    group.bias = -(f16_to_float(load_le<std::uint16_t>(block + 2)) * static_cast<float>(m));
+    for (std::size_t l = 0; l < 32; ++l) {
+        const int byte = kquant_byte(qs, 32 * (s / 2) + l);
+        int q = s % 2 == 0 ? byte & 15 : byte >> 4;
+        if constexpr (FiveBits) q |= (kquant_byte(block + 16, l) >> s & 1) << 4;
+        group.codes[l] = static_cast<std::uint8_t>(q);
+    }
+    return group;
+}
+
 /// q4_K (FiveBits false) and q5_K (FiveBits true).
 template <bool FiveBits>
 void dequantize_q45k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + (FiveBits ? 176 : 144) * b;
-        const std::byte* qs = block + (FiveBits ? 48 : 16);
-        const float d = f16_to_float(load_le<std::uint16_t>(block));
-        const float dmin = f16_to_float(load_le<std::uint16_t>(block + 2));
         for (std::size_t s = 0; s < 8; ++s) {
-            int sc = 0, m = 0;
-            kquant_scale_min(block + 4, s, sc, m);
-            const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
-            for (std::size_t l = 0; l < 32; ++l, ++out) {
-                const int byte = kquant_byte(qs, 32 * (s / 2) + l);
-                int q = s % 2 == 0 ? byte & 15 : byte >> 4;
-                if constexpr (FiveBits) q |= (kquant_byte(block + 16, l) >> s & 1) << 4;
-                *out = scale * static_cast<float>(q) - min;
-            }
+            const MlxBlock group = q45k_group<FiveBits>(block, s);
+            for (std::size_t l = 0; l < 32; ++l, ++out)
+                *out = group.scale * static_cast<float>(group.codes[l]) + group.bias;
         }
     }
 }
