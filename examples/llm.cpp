@@ -373,6 +373,82 @@ int run_prompt(const Runner& runner, const Options& o) {
     return 0;
 }
 
+/// --check (the ctest): SmolLM2-135M-Instruct against figures llama.cpp gave for the same file
+/// (tools/compare-llama's tools, llama.cpp 0.5.0-dev commit 0c1e570): token ids, greedy text, a short
+/// perplexity on Debian's GPL-3 text; the chat template; a prompt over the context refused. Prints each
+/// check and returns 1 when one fails.
+int run_check(const Options& o) {
+    int failures = 0;
+    const auto expect = [&](bool ok, std::string what) {
+        for (std::size_t at = what.find('\n'); at != std::string::npos; at = what.find('\n', at + 2))
+            what.replace(at, 1, "\\n");
+        std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+        failures += !ok;
+    };
+    const Runner f32 = Runner::open(o.model, lowbit::Activations::f32);
+    const Runner int8 = Runner::open(o.model, lowbit::Activations::int8);
+    const auto& metadata = f32.file.metadata();
+    if (const auto name = metadata.find("general.basename");
+        name == metadata.end() || name->second.to_string() != "'smollm2'") {
+        std::fprintf(stderr,
+                     "lowbit-llm --check: %s is not SmolLM2; the check compares with llama.cpp's figures for SmolLM2\n",
+                     o.model.c_str());
+        return 1;
+    }
+    // llama-tokenize's ids for this text.
+    const std::string text = "Hello world 12345, it's a test:  spaces\n\nnewline";
+    const std::vector<std::int32_t> llama_ids{19556, 905, 216,  33, 34,  35,   36,  37,  28,   357,
+                                              506,   253, 1028, 42, 216, 5600, 198, 198, 28160};
+    expect(f32.prompt_tokens(text, true) == llama_ids, "token ids equal llama-tokenize's");
+    expect(f32.tokenizer.decode(llama_ids) == text, "the ids decode to the text");
+
+    // llama-completion --temp 0 -n 12 (ggml multiplies q4_1 by q8_1-quantized activations, as lowbit's
+    // int8 path does; the f32 path parts from it at token 6, where its top two logits are 0.22 apart).
+    const std::string prompt = "The capital of France is";
+    const std::string llama_text = " Paris.\n\nThe United States has a population of approximately";
+    llm::Sampler greedy(0.0f, 1.0f, 0);
+    const auto int8_text = generate(int8, int8.prompt_tokens(prompt, true), 12, greedy, true, false).text;
+    expect(int8_text == llama_text, "int8 greedy 12 tokens equal llama-completion's: '" + int8_text + "'");
+    const auto f32_run = generate(f32, f32.prompt_tokens(prompt, true), 12, greedy, true, false);
+    expect(f32_run.text.rfind(" Paris.\n\nThe", 0) == 0,
+           "f32 greedy: the first 5 tokens equal llama-completion's: '" + f32_run.text + "'");
+
+    // llama-perplexity -c 256 --chunks 4 on the same text: 19.3583 (f16 key-value cache, q8_1 activations).
+    if (std::filesystem::is_regular_file(LOWBIT_LLM_DEFAULT_TEXT)) {
+        const double llama_ppl = 19.3583;
+        for (const Runner* runner : {&f32, &int8}) {
+            const auto tokens = runner->prompt_tokens(read_file(LOWBIT_LLM_DEFAULT_TEXT), false);
+            const auto result = llm::perplexity(runner->model, tokens, 256, 4, runner->bos, false);
+            char line[160];
+            std::snprintf(line, sizeof line,
+                          "%s perplexity %.4f over %zu tokens within 1 %% of llama-perplexity's %.4f",
+                          runner == &f32 ? "f32" : "int8", result.perplexity, result.scored_tokens, llama_ppl);
+            expect(std::abs(result.perplexity / llama_ppl - 1) <= 0.01, line);
+        }
+    } else {
+        std::printf("skip perplexity: %s is missing\n", LOWBIT_LLM_DEFAULT_TEXT);
+    }
+
+    // The chat template: ChatML with the template's default system message.
+    const auto chat = llm::ChatTemplate::from_gguf(f32.file, f32.label);
+    const auto chat_ids = f32.prompt_tokens(chat.apply("What is 2 + 2?"), true);
+    expect(chat.default_system().has_value() && chat_ids.front() == 1 && chat_ids.back() == 198,
+           "chat template: <|im_start|>system ... <|im_start|>assistant\\n");
+    const auto reply = generate(int8, chat_ids, 8, greedy, false, false);
+    expect(!reply.tokens.empty(), "chat reply: '" + reply.text + "'");
+
+    // A prompt and generation longer than the context: a clear error, not a crash.
+    try {
+        generate(f32, f32.prompt_tokens(prompt, true), f32.model.config().context_length, greedy, true, false);
+        expect(false, "a generation past the context is refused");
+    } catch (const std::invalid_argument& error) {
+        expect(std::string(error.what()).find("exceed the model's context of 8192") != std::string::npos,
+               std::string("a generation past the context is refused: ") + error.what());
+    }
+    std::printf("%s\n", failures == 0 ? "lowbit-llm --check: all passed" : "lowbit-llm --check: FAILED");
+    return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -387,6 +463,7 @@ int main(int argc, char** argv) {
                 o.model.c_str());
             return missing_model_status;
         }
+        if (o.check) return run_check(o);
         const auto activations = o.int8 ? lowbit::Activations::int8 : lowbit::Activations::f32;
         const Runner runner = Runner::open(o.model, activations);
         if (o.has_tokenize) {
@@ -396,7 +473,7 @@ int main(int argc, char** argv) {
         if (o.bench) return run_bench(runner, o);
         if (!o.perplexity_file.empty()) return run_perplexity(runner, o);
         if (o.has_prompt) return run_prompt(runner, o);
-        return 1;  // --check comes later
+        return 1;
     } catch (const std::exception& error) {
         std::fprintf(stderr, "lowbit-llm: %s\n", error.what());
         return 1;
