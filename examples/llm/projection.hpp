@@ -1,7 +1,7 @@
 // One linear layer of a GGUF model (no bias), run by lowbit in the format its tensor is stored in:
 //
 //   q4_0, q4_1, q4_K -> QuantizedLinear<32, 4>   (MLX affine groups of 32; GgufFile::to_quantized, exact)
-//   q5_K             -> QuantizedLinear<32, 5>
+//   q5_0, q5_1, q5_K -> QuantizedLinear<32, 5>
 //   q8_0             -> QuantizedLinear<32, 8>
 //   f32, f16, bf16, q2_K, q3_K, q6_K -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
 //
@@ -61,6 +61,8 @@ public:
             case lowbit::GgmlType::q4_k:
                 projection.layer_ = stacked_quantized<4>(file, names);
                 break;
+            case lowbit::GgmlType::q5_0:
+            case lowbit::GgmlType::q5_1:
             case lowbit::GgmlType::q5_k:
                 projection.layer_ = stacked_quantized<5>(file, names);
                 break;

@@ -88,6 +88,15 @@ std::vector<std::vector<std::byte>> gguf_seeds() {
         kquants.tensor("blk.0.k" + std::to_string(type), {256}, type, block.bytes);
     }
     seeds.push_back(kquants.build());
+    // One block each of Q5_0 and Q5_1 (fifth bits in qh), patterned bytes.
+    GgufBuilder q5;
+    for (const auto& [type, size] : {std::pair{6u, 22}, {7u, 24}}) {
+        ByteWriter block;
+        block.put<std::uint16_t>(0x3c00);  // d = 1
+        for (int j = 2; j < size; ++j) block.put<std::uint8_t>(static_cast<std::uint8_t>(j * 53 + type));
+        q5.tensor("blk.0.q5_" + std::to_string(type - 6), {32}, type, block.bytes);
+    }
+    seeds.push_back(q5.build());
     return seeds;
 }
 

@@ -30,7 +30,8 @@ using lowbit::test::bits_of;
 using lowbit::test::ByteWriter;
 using lowbit::test::GgufBuilder;
 
-constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q5_0 = 6, q8_0 = 8, q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14;
+constexpr std::uint32_t q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, iq4_nl = 20, q2_k = 10, q3_k = 11, q4_k = 12,
+                        q5_k = 13, q6_k = 14;
 
 /// A random finite f16 bit pattern of either sign, from subnormal to about 2^4.
 std::uint16_t random_f16(std::mt19937_64& rng) {
@@ -38,23 +39,23 @@ std::uint16_t random_f16(std::mt19937_64& rng) {
     return static_cast<std::uint16_t>((sign(rng) << 15) | (exponent(rng) << 10) | mantissa(rng));
 }
 
-/// `blocks` random blocks of a Q4_0 / Q4_1 / Q8_0 type.
+/// `blocks` random blocks of a Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 type.
 std::vector<std::byte> random_blocks(std::mt19937_64& rng, std::uint32_t type, std::size_t blocks) {
     std::uniform_int_distribution<int> byte(0, 255);
     ByteWriter w;
     for (std::size_t b = 0; b < blocks; ++b) {
         w.put<std::uint16_t>(random_f16(rng));
-        if (type == q4_1) w.put<std::uint16_t>(random_f16(rng));
-        const int count = type == q8_0 ? 32 : 16;
+        if (type == q4_1 || type == q5_1) w.put<std::uint16_t>(random_f16(rng));
+        const int count = type == q8_0 ? 32 : type == q5_0 || type == q5_1 ? 20 : 16;  // Q5: qh's 4 bytes, then qs
         for (int j = 0; j < count; ++j) w.put<std::uint8_t>(static_cast<std::uint8_t>(byte(rng)));
     }
     return w.bytes;
 }
 
-/// ggml's dequantize_row_q4_0 / q4_1 / q8_0, written out independently of lowbit's decoder.
+/// ggml's dequantize_row_q4_0 / q4_1 / q5_0 / q5_1 / q8_0, written out independently of lowbit's decoder.
 std::vector<float> ggml_reference(std::uint32_t type, const std::vector<std::byte>& bytes) {
     std::vector<float> out;
-    const std::size_t block_bytes = type == q4_0 ? 18 : type == q4_1 ? 20 : 34;
+    const std::size_t block_bytes = type == q4_0 ? 18 : type == q4_1 ? 20 : type == q5_0 ? 22 : type == q5_1 ? 24 : 34;
     for (std::size_t offset = 0; offset < bytes.size(); offset += block_bytes) {
         const std::byte* block = bytes.data() + offset;
         std::uint16_t d_bits = 0, m_bits = 0;
@@ -64,14 +65,19 @@ std::vector<float> ggml_reference(std::uint32_t type, const std::vector<std::byt
             for (int j = 0; j < 32; ++j) out.push_back(static_cast<float>(static_cast<std::int8_t>(block[2 + j])) * d);
             continue;
         }
+        const bool has_min = type == q4_1 || type == q5_1, five = type == q5_0 || type == q5_1;
         std::memcpy(&m_bits, block + 2, 2);
         const float m = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(m_bits));
-        const std::byte* qs = block + (type == q4_1 ? 4 : 2);
+        std::uint32_t qh = 0;
+        if (five) std::memcpy(&qh, block + (has_min ? 4 : 2), 4);
+        const std::byte* qs = block + (has_min ? 4 : 2) + (five ? 4 : 0);
+        const int offset_code = type == q4_0 ? 8 : type == q5_0 ? 16 : 0;
         std::vector<float> values(32);
-        for (int j = 0; j < 16; ++j) {
-            const int lo = static_cast<int>(qs[j]) & 0x0f, hi = static_cast<int>(qs[j]) >> 4;
-            values[j] = type == q4_0 ? static_cast<float>(lo - 8) * d : static_cast<float>(lo) * d + m;
-            values[j + 16] = type == q4_0 ? static_cast<float>(hi - 8) * d : static_cast<float>(hi) * d + m;
+        for (int j = 0; j < 16; ++j) {  // ggml: xh_0 = ((qh >> j) << 4) & 0x10, xh_1 = (qh >> (j + 12)) & 0x10
+            const int lo = (static_cast<int>(qs[j]) & 0x0f) | static_cast<int>(((qh >> j) << 4) & 0x10);
+            const int hi = (static_cast<int>(qs[j]) >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+            values[j] = has_min ? static_cast<float>(lo) * d + m : static_cast<float>(lo - offset_code) * d;
+            values[j + 16] = has_min ? static_cast<float>(hi) * d + m : static_cast<float>(hi - offset_code) * d;
         }
         out.insert(out.end(), values.begin(), values.end());
     }
@@ -329,9 +335,10 @@ TEST_CASE("GGUF Q4_0 block of N12.a dequantizes to ggml's values and maps exactl
     CHECK(lowbit::dequantize(q) == w);
 }
 
-TEST_CASE("GGUF Q4_0 / Q4_1 / Q8_0: to_matrix equals ggml bit for bit, to_quantized dequantizes to it", "[io]") {
+TEST_CASE("GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: to_matrix equals ggml bit for bit, to_quantized dequantizes to it",
+          "[io]") {
     auto rng = lowbit::test::make_rng(606);
-    for (const std::uint32_t type : {q4_0, q4_1, q8_0}) {
+    for (const std::uint32_t type : {q4_0, q4_1, q5_0, q5_1, q8_0}) {
         INFO("ggml type " << type);
         constexpr std::size_t rows = 7, cols = 96;
         const auto data = random_blocks(rng, type, rows * cols / 32);
@@ -345,14 +352,17 @@ TEST_CASE("GGUF Q4_0 / Q4_1 / Q8_0: to_matrix equals ggml bit for bit, to_quanti
             REQUIRE(bits_of(w.data()[i]) == bits_of(expected[i]));
         }
         const RowMatrixXf from_quantized = type == q8_0 ? lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"))
-                                                        : lowbit::dequantize(file.to_quantized<32, 4>("blk.0.w"));
+                                           : type == q5_0 || type == q5_1
+                                               ? lowbit::dequantize(file.to_quantized<32, 5>("blk.0.w"))
+                                               : lowbit::dequantize(file.to_quantized<32, 4>("blk.0.w"));
         const RowMatrixXf widened = lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"));
         for (Eigen::Index i = 0; i < w.size(); ++i) {
             INFO("element " << i);
             REQUIRE(from_quantized.data()[i] == w.data()[i]);
             REQUIRE(widened.data()[i] == w.data()[i]);
-            // Bit for bit, except a Q4_0 / Q8_0 zero whose sign ggml makes negative (gguf_blocks.hpp).
-            if (type == q4_1 || w.data()[i] != 0.0f) REQUIRE(bits_of(from_quantized.data()[i]) == bits_of(w.data()[i]));
+            // Bit for bit, except a Q4_0 / Q5_0 / Q8_0 zero whose sign ggml makes negative (gguf_blocks.hpp).
+            if (type == q4_1 || type == q5_1 || w.data()[i] != 0.0f)
+                REQUIRE(bits_of(from_quantized.data()[i]) == bits_of(w.data()[i]));
         }
         // A threaded-size matrix goes the same way (the conversion splits rows across threads).
         const auto big_data = random_blocks(rng, type, 512 * 256 / 32);
@@ -428,7 +438,7 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
                            .tensor("k", {256}, q4_k, std::vector<std::byte>(144))
                            .tensor("k5", {256}, q5_k, std::vector<std::byte>(176))
                            .tensor("k6", {256}, q6_k, std::vector<std::byte>(210))
-                           .tensor("q5", {32}, q5_0, std::vector<std::byte>(22))
+                           .tensor("iq4", {32}, iq4_nl, std::vector<std::byte>(18))
                            .tensor("q8", {32}, q8_0, std::vector<std::byte>(34))
                            .build();
     const auto file = GgufFile::from_bytes(bytes);
@@ -437,7 +447,8 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     CHECK(file.tensor_type("k") == GgmlType::q4_k);
     CHECK(lowbit::ggml_type_name(file.tensor_type("k")) == "q4_K");
     CHECK(file.to_matrix("k").isZero());
-    CHECK_THROWS_WITH(file.to_matrix("q5"), ContainsSubstring("'q5'") && ContainsSubstring("q5_0"));
+    CHECK_THROWS_WITH(file.to_matrix("iq4"), ContainsSubstring("'iq4'") && ContainsSubstring("iq4_nl"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 4>("iq4")), ContainsSubstring("'iq4'") && ContainsSubstring("iq4_nl"));
     CHECK((lowbit::dequantize(file.to_quantized<32, 4>("k")).isZero()));
     CHECK_THROWS_WITH((file.to_quantized<32, 8>("k6")), ContainsSubstring("'k6'") && ContainsSubstring("q6_K"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("k5")), ContainsSubstring("Bits >= 5"));

@@ -1,6 +1,7 @@
 // GgufFile: a GGUF file (llama.cpp / ggml, versions 2 and 3, little-endian) mapped read-only; its
-// metadata, tensor infos, F32 / F16 / BF16 / Q4_0 / Q4_1 / Q8_0 and k-quant (q2_K to q6_K) tensors as float
-// matrices, and Q4_0 / Q4_1 / Q8_0 tensors as exact QuantizedMatrix<32, Bits> (docs/numerics.md N12;
+// metadata, tensor infos, F32 / F16 / BF16 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 and k-quant (q2_K to q6_K)
+// tensors as float matrices, and Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / q4_K / q5_K tensors as exact
+// QuantizedMatrix<32, Bits> (docs/numerics.md N12;
 // block layouts in gguf_blocks.hpp and gguf_kquants.hpp).
 //
 //   | "GGUF" | version u32 | tensor_count u64 | kv_count u64 |
@@ -193,7 +194,8 @@ public:
         return data_.subspan(static_cast<std::size_t>(info.offset), static_cast<std::size_t>(info.size));
     }
 
-    /// An F32, F16, BF16, Q4_0, Q4_1, Q8_0, q2_K, q3_K, q4_K, q5_K or q6_K tensor as a float matrix [ne[1] * ne[2] *
+    /// An F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, q2_K, q3_K, q4_K, q5_K or q6_K tensor as a float matrix [ne[1]
+    /// * ne[2] *
     /// ..., ne[0]], every value equal to ggml's own dequantization bit for bit. One pass over the bytes (threads:
     /// lowbit::num_threads()). Throws std::invalid_argument naming the tensor and its type for another type.
     RowMatrixXf to_matrix(std::string_view name) const {
@@ -227,12 +229,12 @@ public:
         return matrix;
     }
 
-    /// A Q4_0, Q4_1 or q4_K tensor (Bits in {4, 5, 6, 8}), a q5_K tensor (Bits in {5, 6, 8}) or a Q8_0
-    /// tensor (Bits = 8) as the QuantizedMatrix (MLX affine, groups of 32; a k-quant's sub-blocks are its
+    /// A Q4_0, Q4_1 or q4_K tensor (Bits in {4, 5, 6, 8}), a Q5_0, Q5_1 or q5_K tensor (Bits in {5, 6, 8})
+    /// or a Q8_0 tensor (Bits = 8) as the QuantizedMatrix (MLX affine, groups of 32; a k-quant's sub-blocks are its
     /// groups) whose dequantize() equals to_matrix(name) value for value (N12.3's mapping; see
     /// gguf_blocks.hpp for the one exception, the sign of some zeros). Throws std::invalid_argument for
-    /// another type, a Bits that cannot hold the codes, or a Q4_0 / Q8_0 block whose scale d is Inf or NaN
-    /// (naming the block).
+    /// another type, a Bits that cannot hold the codes, or a Q4_0 / Q5_0 / Q8_0 block whose scale d is Inf
+    /// or NaN (naming the block).
     template <int GroupSize, int Bits>
     QuantizedMatrix<GroupSize, Bits> to_quantized(std::string_view name) const {
         static_assert(GroupSize == 32,
@@ -240,12 +242,14 @@ public:
                       "are groups of 32");
         const auto& info = tensor_info(name);
         const bool q4 = info.type == GgmlType::q4_0 || info.type == GgmlType::q4_1 || info.type == GgmlType::q4_k;
+        const bool q5 = info.type == GgmlType::q5_0 || info.type == GgmlType::q5_1 || info.type == GgmlType::q5_k;
         const bool kquant = info.type == GgmlType::q4_k || info.type == GgmlType::q5_k;
-        if (!q4 && !kquant && info.type != GgmlType::q8_0)
-            throw tensor_error(info.name,
-                               "type " + std::string(ggml_type_name(info.type)) +
-                                   " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q8_0, q4_K, q5_K)");
-        const int code_bits = q4 ? 4 : kquant ? 5 : 8;
+        if (!q4 && !q5 && info.type != GgmlType::q8_0)
+            throw tensor_error(
+                info.name,
+                "type " + std::string(ggml_type_name(info.type)) +
+                    " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K)");
+        const int code_bits = q4 ? 4 : q5 ? 5 : 8;
         if (Bits < code_bits || (code_bits == 8 && Bits != 8))
             throw tensor_error(info.name, std::string(ggml_type_name(info.type)) + " codes need " +
                                               (code_bits == 8 ? "Bits = 8" : "Bits >= " + std::to_string(code_bits)) +
@@ -281,17 +285,19 @@ public:
                     const std::uint64_t block_index = r * static_cast<std::uint64_t>(groups) + static_cast<std::uint64_t>(g);
                     const std::byte* block = bytes + block_index * block_bytes;
                     const float d = io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block));
-                    if (info.type != GgmlType::q4_1 && !std::isfinite(d))
+                    const bool scaled_offset =
+                        info.type == GgmlType::q4_0 || info.type == GgmlType::q5_0 || info.type == GgmlType::q8_0;
+                    if (scaled_offset && !std::isfinite(d))
                         throw tensor_error(info.name, "block " + std::to_string(block_index) + " (row " +
                                                           std::to_string(r) + ") has scale d = " + std::to_string(d) +
                                                           ", which has no exact QuantizedMatrix form");
-                    if constexpr (Bits == 4) {  // q4 here: the nibbles re-packed word by word
+                    if constexpr (Bits == 4) {  // Q4_0 / Q4_1 here: the nibbles re-packed word by word
                         result.scales(row, g) = d;
                         result.biases(row, g) = info.type == GgmlType::q4_1
                                                     ? io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block + 2))
                                                     : -8.0f * d;
                         io_detail::pack_q4_nibbles(block + (info.type == GgmlType::q4_1 ? 4 : 2), words);
-                    } else if (Bits == 8 && !q4) {
+                    } else if (Bits == 8 && info.type == GgmlType::q8_0) {
                         result.scales(row, g) = d;
                         result.biases(row, g) = -128.0f * d;
                         io_detail::pack_q8_codes(block + 2, words);
@@ -324,10 +330,9 @@ private:
     const GgufTensorInfo& convertible_tensor(std::string_view name) const {
         const auto& info = tensor_info(name);
         if (!io_detail::can_dequantize(info.type))
-            throw tensor_error(
-                info.name,
-                "type " + std::string(ggml_type_name(info.type)) +
-                    " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
+            throw tensor_error(info.name, "type " + std::string(ggml_type_name(info.type)) +
+                                              " cannot be converted (supported: f32, f16, bf16, q4_0, q4_1, q5_0, "
+                                              "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
         return info;
     }
     /// Row `row` of a convertible tensor into out[0, row_length).

@@ -4,22 +4,27 @@
 // and a type size (bytes per block). The 32-element quantized types lowbit converts (the k-quants, 256
 // elements a block, are in gguf_kquants.hpp):
 //
-//   Q4_0 (18 bytes):  | d f16 | qs[16] |            value j = (q_j - 8) * d
-//   Q4_1 (20 bytes):  | d f16 | m f16 | qs[16] |    value j = q_j * d + m
-//   Q8_0 (34 bytes):  | d f16 | qs[32] int8 |       value j = qs[j] * d
-//   Q4 nibbles: qs[j] holds element j in its low nibble and element j + 16 in its high one
+//   Q4_0 (18 bytes):  | d f16 | qs[16] |                      value j = (q_j - 8) * d
+//   Q4_1 (20 bytes):  | d f16 | m f16 | qs[16] |              value j = q_j * d + m
+//   Q5_0 (22 bytes):  | d f16 | qh u32 | qs[16] |             value j = (q_j - 16) * d
+//   Q5_1 (24 bytes):  | d f16 | m f16 | qh u32 | qs[16] |     value j = q_j * d + m
+//   Q8_0 (34 bytes):  | d f16 | qs[32] int8 |                 value j = qs[j] * d
+//   Q4 / Q5 nibbles: qs[j] holds element j in its low nibble and element j + 16 in its high one
 //     qs[0] = | q16 | q0 |, qs[1] = | q17 | q1 |, ..., qs[15] = | q31 | q15 |
+//   Q5 fifth bits: bit j of qh (little-endian) is bit 4 of q_j
 //
 // Dequantization computes exactly ggml's expressions above in f32 (the products are exact: d is an f16
 // value times a code of at most 8 bits), so every value equals ggml's bit for bit.
 //
 // The exact MLX mapping (docs/numerics.md N12.3), codes re-packed into MLX's LSB-first stream:
-//   Q4_1: codes q, scale d, bias m     -> fl(fl(d*q) + m) is ggml's fl(q*d + m) (the product is exact)
+//   Q4_1, Q5_1: codes q, scale d, bias m  -> fl(fl(d*q) + m) is ggml's fl(q*d + m) (the product is exact)
 //   Q4_0: codes q, scale d, bias -8d   -> fl(d*q) and -8d are exact, their sum d*(q-8) is exact
+//   Q5_0: codes q, scale d, bias -16d  -> likewise exact
 //   Q8_0: codes q + 128, scale d, bias -128d  -> likewise exact: d*(q+128) - 128d = d*q
-// Two limits, both stated where they apply: a Q4_0 / Q8_0 zero comes out +0.0 where ggml gives -0.0
-// (q = 8, resp. q = 0, with d < 0; or d = 0 with q < 8): equal as floats, not as bits; and a block whose
-// d is Inf or NaN cannot be mapped (d*q - 8d is NaN where ggml's product is not), so to_quantized refuses it.
+// Two limits, both stated where they apply: a Q4_0 / Q5_0 / Q8_0 zero comes out +0.0 where ggml gives
+// -0.0 (q = 8, 16, resp. 0, with d < 0; or d = 0 with q below it): equal as floats, not as bits; and a
+// block whose d is Inf or NaN cannot be mapped (d*q - 8d is NaN where ggml's product is not), so
+// to_quantized refuses it.
 #pragma once
 
 #include "../detail/config.hpp"
@@ -69,9 +74,22 @@ inline const GgmlTypeInfo* ggml_type_info(std::uint32_t id) noexcept {
     return &ggml_type_table[id];
 }
 
-/// Decodes one 32-element block of a Q4_0, Q4_1 or Q8_0 type into an MlxBlock (gguf_kquants.hpp):
-/// codes in MLX's sense (unsigned, < 16 or < 256) with the scale and bias of N12.3's exact mapping (see
-/// the top of this file).
+/// The 32 unsigned codes (< 16 or < 32) of a Q4_0, Q4_1, Q5_0 or Q5_1 block, in element order.
+inline void read_q4_q5_codes(GgmlType type, const std::byte* block, std::uint8_t* codes) noexcept {
+    const bool five = type == GgmlType::q5_0 || type == GgmlType::q5_1;
+    const bool has_min = type == GgmlType::q4_1 || type == GgmlType::q5_1;
+    const std::byte* qs = block + 2 + (has_min ? 2 : 0) + (five ? 4 : 0);
+    const std::uint32_t qh = five ? load_le<std::uint32_t>(block + (has_min ? 4 : 2)) : 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+        const auto byte = static_cast<std::uint8_t>(qs[j]);
+        codes[j] = static_cast<std::uint8_t>((byte & 0x0f) | (qh >> j & 1) << 4);
+        codes[j + 16] = static_cast<std::uint8_t>((byte >> 4) | (qh >> (j + 16) & 1) << 4);
+    }
+}
+
+/// Decodes one 32-element block of a Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 type into an MlxBlock
+/// (gguf_kquants.hpp): codes in MLX's sense (unsigned, < 16, < 32 or < 256) with the scale and bias of
+/// N12.3's exact mapping (see the top of this file).
 inline MlxBlock decode_mlx_block(GgmlType type, const std::byte* block) noexcept {
     MlxBlock result{};
     const float d = f16_to_float(load_le<std::uint16_t>(block));
@@ -82,13 +100,10 @@ inline MlxBlock decode_mlx_block(GgmlType type, const std::byte* block) noexcept
         result.bias = -128.0f * d;
         return result;
     }
-    const std::byte* qs = block + (type == GgmlType::q4_1 ? 4 : 2);
-    for (std::size_t j = 0; j < 16; ++j) {
-        const auto byte = static_cast<std::uint8_t>(qs[j]);
-        result.codes[j] = static_cast<std::uint8_t>(byte & 0x0f);
-        result.codes[j + 16] = static_cast<std::uint8_t>(byte >> 4);
-    }
-    result.bias = type == GgmlType::q4_1 ? f16_to_float(load_le<std::uint16_t>(block + 2)) : -8.0f * d;
+    read_q4_q5_codes(type, block, result.codes.data());
+    const bool has_min = type == GgmlType::q4_1 || type == GgmlType::q5_1;
+    result.bias =
+        has_min ? f16_to_float(load_le<std::uint16_t>(block + 2)) : (type == GgmlType::q5_0 ? -16.0f : -8.0f) * d;
     return result;
 }
 
@@ -119,12 +134,13 @@ inline void pack_q8_codes(const std::byte* qs, std::uint32_t* words) noexcept {
 /// True for the types dequantize_row converts.
 constexpr bool can_dequantize(GgmlType type) noexcept {
     return type == GgmlType::f32 || type == GgmlType::f16 || type == GgmlType::bf16 || type == GgmlType::q4_0 ||
-           type == GgmlType::q4_1 || type == GgmlType::q8_0 || type == GgmlType::q2_k || type == GgmlType::q3_k ||
-           type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::q6_k;
+           type == GgmlType::q4_1 || type == GgmlType::q5_0 || type == GgmlType::q5_1 || type == GgmlType::q8_0 ||
+           type == GgmlType::q2_k || type == GgmlType::q3_k || type == GgmlType::q4_k || type == GgmlType::q5_k ||
+           type == GgmlType::q6_k;
 }
 
 /// Dequantizes `count` elements (a multiple of the type's block size) of an F32, F16, BF16, Q4_0, Q4_1,
-/// Q8_0 or k-quant (q2_K to q6_K: gguf_kquants.hpp) row exactly as ggml's dequantize_row_* / type
+/// Q5_0, Q5_1, Q8_0 or k-quant (q2_K to q6_K: gguf_kquants.hpp) row exactly as ggml's dequantize_row_* / type
 /// conversion does. Returns false for another type.
 inline bool dequantize_row(GgmlType type, const std::byte* bytes, std::size_t count, float* out) noexcept {
     switch (type) {
@@ -138,28 +154,26 @@ inline bool dequantize_row(GgmlType type, const std::byte* bytes, std::size_t co
             for (std::size_t i = 0; i < count; ++i) out[i] = bf16_to_float(load_le<std::uint16_t>(bytes + 2 * i));
             return true;
         case GgmlType::q4_0:
-            for (std::size_t b = 0; b < count / 32; ++b) {
-                const std::byte* block = bytes + 18 * b;
-                const float d = f16_to_float(load_le<std::uint16_t>(block));
-                for (std::size_t j = 0; j < 16; ++j) {
-                    const auto byte = static_cast<std::uint8_t>(block[2 + j]);
-                    out[32 * b + j] = static_cast<float>((byte & 0x0f) - 8) * d;
-                    out[32 * b + j + 16] = static_cast<float>((byte >> 4) - 8) * d;
-                }
-            }
-            return true;
         case GgmlType::q4_1:
+        case GgmlType::q5_0:
+        case GgmlType::q5_1: {
+            const bool has_min = type == GgmlType::q4_1 || type == GgmlType::q5_1;
+            const int offset = type == GgmlType::q4_0 ? 8 : type == GgmlType::q5_0 ? 16 : 0;
+            const std::size_t block_bytes = ggml_type_table[static_cast<std::size_t>(type)].type_size;
+            std::uint8_t codes[32];
             for (std::size_t b = 0; b < count / 32; ++b) {
-                const std::byte* block = bytes + 20 * b;
+                const std::byte* block = bytes + block_bytes * b;
                 const float d = f16_to_float(load_le<std::uint16_t>(block));
-                const float m = f16_to_float(load_le<std::uint16_t>(block + 2));
-                for (std::size_t j = 0; j < 16; ++j) {
-                    const auto byte = static_cast<std::uint8_t>(block[4 + j]);
-                    out[32 * b + j] = static_cast<float>(byte & 0x0f) * d + m;
-                    out[32 * b + j + 16] = static_cast<float>(byte >> 4) * d + m;
+                read_q4_q5_codes(type, block, codes);
+                if (has_min) {  // q * d + m
+                    const float m = f16_to_float(load_le<std::uint16_t>(block + 2));
+                    for (std::size_t j = 0; j < 32; ++j) out[32 * b + j] = static_cast<float>(codes[j]) * d + m;
+                } else {  // (q - 8) * d or (q - 16) * d
+                    for (std::size_t j = 0; j < 32; ++j) out[32 * b + j] = static_cast<float>(codes[j] - offset) * d;
                 }
             }
             return true;
+        }
         case GgmlType::q8_0:
             for (std::size_t b = 0; b < count / 32; ++b) {
                 const std::byte* block = bytes + 34 * b;
