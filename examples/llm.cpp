@@ -289,6 +289,7 @@ int run_bench(const Runner& runner, const Options& o) {
     const auto model_mib = static_cast<double>(std::filesystem::file_size(runner.label)) / (1 << 20);
     std::printf("model %s (%.1f MiB), threads %d, activations %s\n", runner.label.c_str(), model_mib,
                 lowbit::num_threads(), o.int8 ? "int8" : "f32");
+    std::printf("linear layers (q, k, v stacked; gate, up stacked): %s\n", runner.model.layer_formats().c_str());
     const auto report = [&](const char* test, int n, std::vector<double> seconds, const llm::ForwardTimes& times) {
         const double med = median(seconds);
         double low = seconds.front(), high = seconds.front();

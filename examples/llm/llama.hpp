@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -194,10 +195,17 @@ public:
     }
 
     const LlamaConfig& config() const noexcept { return config_; }
-    const Projection& head() const noexcept { return head_; }
-    const Projection& block_projection(int block, int which) const {
-        const auto& b = blocks_.at(static_cast<std::size_t>(block));
-        return which == 0 ? b.qkv : which == 1 ? b.output : which == 2 ? b.gate_up : b.down;
+
+    /// How the linear layers run: "affine g32 4-bit: 90, float: 30, ..." (Projection::runs_as, counted).
+    std::string layer_formats() const {
+        std::map<std::string, int> counts;
+        for (const auto& block : blocks_)
+            for (const Projection* p : {&block.qkv, &block.output, &block.gate_up, &block.down}) ++counts[p->runs_as()];
+        ++counts[head_.runs_as() + " (head)"];
+        std::string text;
+        for (const auto& [format, count] : counts)
+            text += (text.empty() ? "" : ", ") + format + ": " + std::to_string(count);
+        return text;
     }
 
     /// Runs `tokens` at positions cache.length() onwards, appends their keys and values to `cache`, and

@@ -5,9 +5,10 @@
 //   q8_0             -> QuantizedLinear<32, 8>
 //   f32, f16, bf16, q2_K, q3_K, q6_K -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
 //
-// Several tensors with the same input length and type can be stacked by rows into one layer (Q, K and V;
-// gate and up), so that one matmul reads the input once and runs at a larger, faster shape; the
-// outputs come back side by side in the order given.
+// Several tensors with the same input length can be stacked by rows into one layer (Q, K and V; gate and
+// up), so that one matmul reads the input once and runs at a larger, faster shape; the outputs come back
+// side by side in the order given. Neighbours of one type share a matmul; a mixed set (a Q4_K_M file's
+// q5_0 Q and K with a q8_0 V, say) runs one matmul per run of equal types.
 #pragma once
 
 #include <cstddef>
@@ -33,49 +34,26 @@ struct ModelError : std::invalid_argument {
 
 class Projection {
 public:
-    /// The tensors `names` (each [out_i, in], the same `in` and type) stacked into one layer
-    /// [sum out_i, in]. Throws ModelError naming the file and tensor for a missing tensor, a mismatch
-    /// between them, or an input length other than `in`.
+    /// The tensors `names` (each [out_i, in], the same `in`) stacked into one layer [sum out_i, in].
+    /// Throws ModelError naming the file and tensor for a missing tensor or an input length other than `in`.
     static Projection from_gguf(const lowbit::GgufFile& file, const std::string& label,
                                 const std::vector<std::string>& names, Eigen::Index in) {
-        const auto fail = [&](const std::string& name, const std::string& fault) {
-            return ModelError(label + ": tensor '" + name + "' " + fault);
-        };
+        Projection projection;
         for (const auto& name : names) {
-            if (!file.contains(name)) throw fail(name, "is missing");
+            if (!file.contains(name)) throw ModelError(label + ": tensor '" + name + "' is missing");
             const auto& info = file.tensor_info(name);
             if (info.dims.size() != 2 || static_cast<Eigen::Index>(info.row_length()) != in)
-                throw fail(name, "has shape " + shape_text(info.dims) + "; expected [" + std::to_string(in) + ", out]");
-            if (info.type != file.tensor_type(names.front()))
-                throw fail(name, "is " + std::string(lowbit::ggml_type_name(info.type)) + " but '" + names.front() +
-                                     "' is " + std::string(lowbit::ggml_type_name(file.tensor_type(names.front()))) +
-                                     " (a stacked layer needs one type)");
+                throw ModelError(label + ": tensor '" + name + "' has shape " + shape_text(info.dims) + "; expected [" +
+                                 std::to_string(in) + ", out]");
+            projection.outs_.push_back(static_cast<Eigen::Index>(info.row_count()));
         }
-        Projection projection;
-        projection.type_ = file.tensor_type(names.front());
-        for (const auto& name : names)
-            projection.outs_.push_back(static_cast<Eigen::Index>(file.tensor_info(name).row_count()));
-        switch (projection.type_) {
-            case lowbit::GgmlType::q4_0:
-            case lowbit::GgmlType::q4_1:
-            case lowbit::GgmlType::q4_k:
-                projection.layer_ = stacked_quantized<4>(file, names);
-                break;
-            case lowbit::GgmlType::q5_0:
-            case lowbit::GgmlType::q5_1:
-            case lowbit::GgmlType::q5_k:
-                projection.layer_ = stacked_quantized<5>(file, names);
-                break;
-            case lowbit::GgmlType::q8_0:
-                projection.layer_ = stacked_quantized<8>(file, names);
-                break;
-            default: {
-                lowbit::Linear linear;
-                std::vector<RowMatrix> weights;
-                for (const auto& name : names) weights.push_back(file.to_matrix(name));
-                linear.weight = stack_rows(std::move(weights));
-                projection.layer_ = std::move(linear);
-            }
+        for (std::size_t begin = 0; begin < names.size();) {
+            std::size_t end = begin + 1;
+            while (end < names.size() && same_layer(file.tensor_type(names[end]), file.tensor_type(names[begin])))
+                ++end;
+            projection.parts_.push_back(make_part(file, {names.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                         names.begin() + static_cast<std::ptrdiff_t>(end)}));
+            begin = end;
         }
         return projection;
     }
@@ -83,25 +61,32 @@ public:
     /// x [M, in] -> [M, out] (the stacked outputs side by side). Activations::int8 applies to the
     /// quantized formats; a float layer always runs in f32.
     RowMatrix forward(const RowMatrix& x, lowbit::Activations activations) const {
-        return std::visit(
-            [&](const auto& layer) -> RowMatrix {
-                if constexpr (std::is_same_v<std::decay_t<decltype(layer)>, lowbit::Linear>)
-                    return layer.forward(x);
-                else
-                    return layer.forward(x, activations);
-            },
-            layer_);
+        if (parts_.size() == 1) return part_forward(parts_.front(), x, activations);
+        Eigen::Index total = 0;
+        for (const auto o : outs_) total += o;
+        RowMatrix out(x.rows(), total);
+        Eigen::Index column = 0;
+        for (const auto& part : parts_) {
+            const RowMatrix y = part_forward(part, x, activations);
+            out.middleCols(column, y.cols()) = y;
+            column += y.cols();
+        }
+        return out;
     }
 
     /// The output counts of the stacked tensors, in order.
     const std::vector<Eigen::Index>& outputs() const noexcept { return outs_; }
-    lowbit::GgmlType stored_type() const noexcept { return type_; }
-    /// How lowbit runs it: "affine g32 B-bit" or "float".
+    /// How lowbit runs it: "affine g32 B-bit" or "float", per matmul ("+" between them).
     std::string runs_as() const {
-        if (std::holds_alternative<lowbit::QuantizedLinear<32, 4>>(layer_)) return "affine g32 4-bit";
-        if (std::holds_alternative<lowbit::QuantizedLinear<32, 5>>(layer_)) return "affine g32 5-bit";
-        if (std::holds_alternative<lowbit::QuantizedLinear<32, 8>>(layer_)) return "affine g32 8-bit";
-        return "float";
+        std::string text;
+        for (const auto& part : parts_) {
+            text += text.empty() ? "" : " + ";
+            text += std::holds_alternative<lowbit::QuantizedLinear<32, 4>>(part)   ? "affine g32 4-bit"
+                    : std::holds_alternative<lowbit::QuantizedLinear<32, 5>>(part) ? "affine g32 5-bit"
+                    : std::holds_alternative<lowbit::QuantizedLinear<32, 8>>(part) ? "affine g32 8-bit"
+                                                                                   : "float";
+        }
+        return text;
     }
 
 private:
@@ -146,11 +131,60 @@ private:
         return lowbit::QuantizedLinear<32, Bits>(std::move(stacked));
     }
 
-    std::variant<lowbit::Linear, lowbit::QuantizedLinear<32, 4>, lowbit::QuantizedLinear<32, 5>,
-                 lowbit::QuantizedLinear<32, 8>>
-        layer_;
+    /// The code width lowbit runs a GGUF type at: 4, 5 or 8 (an exact affine g32 form), 0 for float.
+    static int code_bits(lowbit::GgmlType type) {
+        switch (type) {
+            case lowbit::GgmlType::q4_0:
+            case lowbit::GgmlType::q4_1:
+            case lowbit::GgmlType::q4_k:
+                return 4;
+            case lowbit::GgmlType::q5_0:
+            case lowbit::GgmlType::q5_1:
+            case lowbit::GgmlType::q5_k:
+                return 5;
+            case lowbit::GgmlType::q8_0:
+                return 8;
+            default:
+                return 0;
+        }
+    }
+    static bool same_layer(lowbit::GgmlType a, lowbit::GgmlType b) { return code_bits(a) == code_bits(b); }
+
+    using Part = std::variant<lowbit::Linear, lowbit::QuantizedLinear<32, 4>, lowbit::QuantizedLinear<32, 5>,
+                              lowbit::QuantizedLinear<32, 8>>;
+
+    /// One matmul for `names` (types of one code width).
+    static Part make_part(const lowbit::GgufFile& file, const std::vector<std::string>& names) {
+        switch (code_bits(file.tensor_type(names.front()))) {
+            case 4:
+                return stacked_quantized<4>(file, names);
+            case 5:
+                return stacked_quantized<5>(file, names);
+            case 8:
+                return stacked_quantized<8>(file, names);
+            default: {
+                lowbit::Linear linear;
+                std::vector<RowMatrix> weights;
+                for (const auto& name : names) weights.push_back(file.to_matrix(name));
+                linear.weight = stack_rows(std::move(weights));
+                return linear;
+            }
+        }
+    }
+
+    static RowMatrix part_forward(const Part& part, const RowMatrix& x, lowbit::Activations activations) {
+        return std::visit(
+            [&](const auto& layer) -> RowMatrix {
+                if constexpr (std::is_same_v<std::decay_t<decltype(layer)>, lowbit::Linear>)
+                    return layer.forward(x);
+                else
+                    return layer.forward(x, activations);
+            },
+            part);
+    }
+
+    std::vector<Part> parts_;
     std::vector<Eigen::Index> outs_;
-    lowbit::GgmlType type_ = lowbit::GgmlType::f32;
 };
 
 }  // namespace llm
