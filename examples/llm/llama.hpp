@@ -257,11 +257,11 @@ public:
             lap(t.linear);
             const Eigen::Index ff = config_.feed_forward_length;
             RowMatrix act(count, ff);
-            for (Eigen::Index r = 0; r < count; ++r)
-                for (Eigen::Index j = 0; j < ff; ++j) {
-                    const float g = gate_up(r, j);
-                    act(r, j) = g / (1.0f + std::exp(-g)) * gate_up(r, ff + j);
-                }
+            for_rows(count, ff, [&](Eigen::Index begin, Eigen::Index rows) {  // silu(gate) * up, vectorized by Eigen
+                const auto gate = gate_up.block(begin, 0, rows, ff).array();
+                act.middleRows(begin, rows).array() =
+                    gate / (1.0f + (-gate).exp()) * gate_up.block(begin, ff, rows, ff).array();
+            });
             lap(t.other);
             x += block.down.forward(act, activations_);
             lap(t.linear);
@@ -297,13 +297,25 @@ private:
     /// out = x / sqrt(mean(x^2) + eps) * weight, row by row (sum in double, as ggml's rms_norm).
     template <class Rows>
     void rms_norm(const Rows& x, const Eigen::RowVectorXf& weight, RowMatrix& out) const {
-        for (Eigen::Index r = 0; r < x.rows(); ++r) {
-            double sum = 0;
-            for (Eigen::Index j = 0; j < x.cols(); ++j) sum += static_cast<double>(x(r, j)) * x(r, j);
-            const float scale =
-                1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(x.cols())) + config_.rms_epsilon);
-            out.row(r) = (x.row(r) * scale).cwiseProduct(weight);
-        }
+        for_rows(x.rows(), x.cols(), [&](Eigen::Index begin, Eigen::Index rows) {
+            for (Eigen::Index r = begin; r < begin + rows; ++r) {
+                const double sum = x.row(r).template cast<double>().squaredNorm();
+                const float scale =
+                    1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(x.cols())) + config_.rms_epsilon);
+                out.row(r) = (x.row(r) * scale).cwiseProduct(weight);
+            }
+        });
+    }
+
+    /// body(begin, count) over ranges of `rows` rows of `cols` values, split over lowbit's threads when
+    /// there is enough work (at least 16K values a range).
+    template <class Body>
+    static void for_rows(Eigen::Index rows, Eigen::Index cols, Body&& body) {
+        const auto grain =
+            static_cast<std::size_t>(std::max<Eigen::Index>(1, (1 << 14) / std::max<Eigen::Index>(cols, 1)));
+        lowbit::detail::parallel_for(static_cast<std::size_t>(rows), grain, [&](std::size_t begin, std::size_t end) {
+            body(static_cast<Eigen::Index>(begin), static_cast<Eigen::Index>(end - begin));
+        });
     }
 
     /// ggml's normal rope on `heads` heads of head_dim starting at column `first` of each row; row r is
@@ -331,32 +343,38 @@ private:
     }
 
     /// Causal grouped-query attention of the new rows' queries (qkv's first columns) over cached
-    /// positions [0, start + rows); heads split over lowbit's threads. out [rows, embedding_length].
+    /// positions [0, start + rows). The work is split into (head, block of 64 query rows) tasks over
+    /// lowbit's threads; a block reads only the keys its last row sees (the causal triangle's blocks
+    /// above the diagonal are never computed). out [rows, embedding_length].
     void attend(const RowMatrix& qkv, const RowMatrix& keys, const RowMatrix& values, int start, RowMatrix& out) const {
+        constexpr Eigen::Index block_rows = 64;
         const Eigen::Index rows = qkv.rows();
-        const Eigen::Index context = start + rows;
+        const Eigen::Index blocks = (rows + block_rows - 1) / block_rows;
         const int d = config_.head_dim;
         const int group = config_.head_count / config_.head_count_kv;
         const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-        lowbit::detail::parallel_for(
-            static_cast<std::size_t>(config_.head_count), 1, [&](std::size_t begin, std::size_t end) {
-                RowMatrix scores;
-                for (std::size_t head = begin; head < end; ++head) {
-                    const Eigen::Index q_col = static_cast<Eigen::Index>(head) * d;
-                    const Eigen::Index kv_col = static_cast<Eigen::Index>(head) / group * d;
-                    scores.noalias() = qkv.block(0, q_col, rows, d) * keys.block(0, kv_col, context, d).transpose();
-                    for (Eigen::Index r = 0; r < rows; ++r) {
-                        const Eigen::Index visible = start + r + 1;
-                        auto row = scores.row(r).head(visible);
-                        row *= scale;
-                        const float max = row.maxCoeff();
-                        row = (row.array() - max).exp();
-                        row /= row.sum();
-                        scores.row(r).tail(context - visible).setZero();
-                    }
-                    out.block(0, q_col, rows, d).noalias() = scores * values.block(0, kv_col, context, d);
+        const auto tasks = static_cast<std::size_t>(config_.head_count * blocks);
+        lowbit::detail::parallel_for(tasks, 1, [&](std::size_t begin, std::size_t end) {
+            RowMatrix scores;
+            for (std::size_t task = begin; task < end; ++task) {
+                const auto head = static_cast<Eigen::Index>(task) / blocks;
+                const Eigen::Index first = static_cast<Eigen::Index>(task) % blocks * block_rows;
+                const Eigen::Index count = std::min(block_rows, rows - first);
+                const Eigen::Index seen = start + first + count;  // keys visible to the block's last row
+                const Eigen::Index q_col = head * d, kv_col = head / group * d;
+                scores.noalias() = qkv.block(first, q_col, count, d) * keys.block(0, kv_col, seen, d).transpose();
+                for (Eigen::Index r = 0; r < count; ++r) {
+                    const Eigen::Index visible = start + first + r + 1;
+                    auto row = scores.row(r).head(visible);
+                    row *= scale;
+                    const float max = row.maxCoeff();
+                    row = (row.array() - max).exp();
+                    row /= row.sum();
+                    scores.row(r).tail(seen - visible).setZero();
                 }
-            });
+                out.block(first, q_col, count, d).noalias() = scores * values.block(0, kv_col, seen, d);
+            }
+        });
     }
 
     lowbit::GgufFile file_;

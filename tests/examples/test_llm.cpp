@@ -354,15 +354,17 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
         spec.projection_type = type;
         const TinyModel tiny = make_tiny_model(spec);
         const auto file = lowbit::GgufFile::from_bytes(tiny.bytes);
-        const std::vector<std::int32_t> tokens{5, 200, 17, 263, 0, 99, 42, 42, 7, 250, 1, 128};
+        // 70 tokens: attention's blocks of 64 query rows, a full one and a partial one.
+        std::vector<std::int32_t> tokens{5, 200, 17, 263, 0, 99, 42, 42, 7, 250, 1, 128};
+        for (std::int32_t i = 0; tokens.size() < 70; ++i) tokens.push_back((i * 97 + 13) % 264);
         const Eigen::MatrixXd expected = naive_forward(file, tokens);
         for (const auto activations : {lowbit::Activations::f32, lowbit::Activations::int8}) {
             INFO("activations " << (activations == lowbit::Activations::int8 ? "int8" : "f32"));
             const auto model = llm::LlamaModel::from_gguf(file, "tiny.gguf", activations);
-            llm::KvCache whole_cache(model.config(), 32);
+            llm::KvCache whole_cache(model.config(), 80);
             const RowMatrix whole = model.forward(tokens, whole_cache, 0);
             REQUIRE(whole.rows() == static_cast<Eigen::Index>(tokens.size()));
-            llm::KvCache step_cache(model.config(), 32);
+            llm::KvCache step_cache(model.config(), 80);
             RowMatrix steps(whole.rows(), whole.cols());
             // Three tokens at once, then one at a time: the cache carries the rest.
             steps.topRows(3) = model.forward(std::span(tokens).first(3), step_cache, 0);
@@ -380,7 +382,7 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
             }
             CHECK((steps - whole).cwiseAbs().maxCoeff() <= 1e-5 * scale);
             // Logits of the last tokens only: the same rows.
-            llm::KvCache tail_cache(model.config(), 32);
+            llm::KvCache tail_cache(model.config(), 80);
             const RowMatrix tail = model.forward(tokens, tail_cache, tokens.size() - 2);
             CHECK((tail - whole.bottomRows(2)).cwiseAbs().maxCoeff() <= 1e-5 * scale);
         }
