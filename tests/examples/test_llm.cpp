@@ -380,7 +380,14 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
                 INFO("relative error " << error.norm() / expected.norm());
                 CHECK(error.norm() <= 0.1 * expected.norm());
             }
-            CHECK((steps - whole).cwiseAbs().maxCoeff() <= 1e-5 * scale);
+            if (activations == lowbit::Activations::f32) {
+                CHECK((steps - whole).cwiseAbs().maxCoeff() <= 1e-5 * scale);
+            } else {
+                // One row against 70: the int8 GEMV and GEMM sum in other orders, and an activation one
+                // ulp apart can round to the neighbouring int8 code, which the random blocks amplify.
+                INFO("relative difference " << (steps - whole).norm() / whole.norm());
+                CHECK((steps - whole).norm() <= 1e-2 * whole.norm());
+            }
             // Logits of the last tokens only: the same rows.
             llm::KvCache tail_cache(model.config(), 80);
             const RowMatrix tail = model.forward(tokens, tail_cache, tokens.size() - 2);
