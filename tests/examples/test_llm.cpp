@@ -6,7 +6,9 @@
 // example.llm).
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -373,7 +375,7 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
             const double scale = expected.cwiseAbs().maxCoeff();
             const Eigen::MatrixXd error = whole.cast<double>() - expected;
             if (activations == lowbit::Activations::f32) {
-                CHECK(error.cwiseAbs().maxCoeff() <= 2e-5 * scale);
+                CHECK(error.cwiseAbs().maxCoeff() <= 5e-5 * scale);
             } else {
                 // int8 activations: N11's bound on each projection, compounded through two random blocks;
                 // the real model's check is lowbit-llm's perplexity (within 1 % of f32's).
@@ -381,7 +383,9 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
                 CHECK(error.norm() <= 0.1 * expected.norm());
             }
             if (activations == lowbit::Activations::f32) {
-                CHECK((steps - whole).cwiseAbs().maxCoeff() <= 1e-5 * scale);
+                // Sums in another order (and, with buffers aligned differently from run to run, a vector
+                // loop's peeling too): float rounding apart, amplified by the random blocks to ~1e-5.
+                CHECK((steps - whole).cwiseAbs().maxCoeff() <= 1e-4 * scale);
             } else {
                 // One row against 70: the int8 GEMV and GEMM sum in other orders, and an activation one
                 // ulp apart can round to the neighbouring int8 code, which the random blocks amplify.
@@ -391,7 +395,7 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
             // Logits of the last tokens only: the same rows.
             llm::KvCache tail_cache(model.config(), 80);
             const RowMatrix tail = model.forward(tokens, tail_cache, tokens.size() - 2);
-            CHECK((tail - whole.bottomRows(2)).cwiseAbs().maxCoeff() <= 1e-5 * scale);
+            CHECK((tail - whole.bottomRows(2)).cwiseAbs().maxCoeff() <= 1e-4 * scale);
         }
     }
 }
@@ -430,6 +434,25 @@ TEST_CASE("llm perplexity and sampling on the tiny model", "[llm]") {
     CHECK(seen[1] > seen[4]);
     CHECK(seen[4] > seen[0]);
     CHECK_THROWS_AS(llm::Sampler(1.0f, 0.0f, 1), std::invalid_argument);
+}
+
+TEST_CASE("fuzz seeds: tiny llama GGUF files for fuzz_llm", "[llm][fuzz-seeds]") {
+    // The seeds load; with LOWBIT_FUZZ_CORPUS set they are also written there for the fuzzer.
+    std::vector<std::vector<std::byte>> seeds;
+    for (const std::uint32_t type : {ggml_f32, ggml_q4_1}) {
+        TinyModelSpec spec;
+        spec.projection_type = type;
+        seeds.push_back(make_tiny_model(spec).bytes);
+        const auto file = lowbit::GgufFile::from_bytes(seeds.back());
+        CHECK_NOTHROW(llm::LlamaModel::from_gguf(file, "seed", lowbit::Activations::f32));
+        CHECK_NOTHROW(llm::BpeTokenizer::from_gguf(file, "seed"));
+    }
+    const char* root = std::getenv("LOWBIT_FUZZ_CORPUS");
+    if (root == nullptr || *root == '\0') return;
+    const std::filesystem::path dir = std::filesystem::path(root) / "llm";
+    std::filesystem::create_directories(dir);
+    for (std::size_t i = 0; i < seeds.size(); ++i)
+        lowbit::test::write_file(dir / ("seed-" + std::to_string(i)), seeds[i]);
 }
 
 TEST_CASE("llm bad model files and inputs are named", "[llm]") {
