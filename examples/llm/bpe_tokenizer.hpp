@@ -22,6 +22,8 @@
 // that neither merges into a token nor has one of its own.
 #pragma once
 
+#include "../utf8.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -46,27 +48,10 @@ struct TokenizerError : std::invalid_argument {
 
 namespace unicode {
 
-/// Appends code point `cp` as UTF-8.
-inline void append_utf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
+using ::example_text::append_utf8;
 
-/// One code point of `text` at `pos` and its length in bytes. Malformed UTF-8 reads as the single byte
-/// (as a code point 0x80-0xFF would not: it is returned as 0xFFFFFFFF with length 1, class Other).
+/// One code point of `text` at `pos` and its length in bytes. A malformed sequence reads as one byte
+/// with code point invalid_cp (0xFFFFFFFF, class Other), so every byte of any text is consumed.
 struct Decoded {
     std::uint32_t cp;
     std::size_t length;

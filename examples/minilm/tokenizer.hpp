@@ -17,6 +17,8 @@
 // punctuation). Invalid UTF-8 throws TokenizerError naming the byte offset.
 #pragma once
 
+#include "../utf8.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -71,23 +73,7 @@ inline std::vector<char32_t> decode_utf8(std::string_view text) {
     return out;
 }
 
-inline void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
+using ::example_text::append_utf8;
 
 /// Unicode category Zs, plus tab, newline and carriage return (BERT's _is_whitespace).
 inline bool is_whitespace(char32_t c) {
