@@ -218,6 +218,7 @@ struct Runner {
 struct Generation {
     std::vector<std::int32_t> tokens;
     std::vector<float> margins;  ///< per generated token: the largest logit minus the second largest
+    int generation_forwards = 0;  ///< one-token forwards after the prompt's (the last token needs none)
     std::string text;
     double prompt_seconds = 0, generation_seconds = 0;
 };
@@ -263,6 +264,7 @@ Generation generate(const Runner& runner, const std::vector<std::int32_t>& promp
         if (i + 1 == count) break;
         const std::int32_t one[1] = {next};
         logits = runner.model.forward(one, cache, 0);
+        ++result.generation_forwards;
     }
     result.generation_seconds = seconds_since(start);
     return result;
@@ -363,7 +365,8 @@ int run_prompt(const Runner& runner, const Options& o) {
     std::printf(
         "\n\nprompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s (threads %d, activations %s)\n",
         prompt.size(), static_cast<double>(prompt.size()) / result.prompt_seconds, result.tokens.size(),
-        result.tokens.empty() ? 0.0 : static_cast<double>(result.tokens.size()) / result.generation_seconds,
+        // One-token forwards per second, as llama.cpp's eval rate (sampling included).
+        result.generation_forwards == 0 ? 0.0 : result.generation_forwards / result.generation_seconds,
         lowbit::num_threads(), o.int8 ? "int8" : "f32");
     if (o.margins) {
         std::printf("per token, the top-two logit margin and the bytes of its text:");

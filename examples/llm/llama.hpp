@@ -210,8 +210,8 @@ public:
 
     /// Runs `tokens` at positions cache.length() onwards, appends their keys and values to `cache`, and
     /// returns the logits [tokens.size() - logits_from, vocab] of tokens [logits_from, tokens.size()).
-    /// Throws std::invalid_argument when the tokens do not fit in the cache, or a token is not in the
-    /// vocabulary.
+    /// Throws std::invalid_argument when there are no tokens or they do not fit in the cache, and
+    /// std::out_of_range (naming the row) for a token outside the vocabulary.
     RowMatrix forward(std::span<const std::int32_t> tokens, KvCache& cache, std::size_t logits_from,
                       ForwardTimes* times = nullptr) const {
         using Clock = std::chrono::steady_clock;

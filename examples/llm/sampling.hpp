@@ -45,13 +45,23 @@ public:
             probability[i] = std::exp(static_cast<double>(logits[static_cast<Eigen::Index>(i)] - max) / temperature_);
             sum += probability[i];
         }
-        // Most likely first; ties keep the lower id first.
-        std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-            return probability[static_cast<std::size_t>(a)] > probability[static_cast<std::size_t>(b)];
-        });
-        std::size_t kept = 0;
+        // Most likely first, ties by the lower id. Only as many tokens are sorted as the nucleus needs:
+        // the first 64, then twice as many until their mass reaches top_p (the same order a full sort
+        // gives, since the order is total).
+        const auto more_likely = [&](std::int32_t a, std::int32_t b) {
+            const double pa = probability[static_cast<std::size_t>(a)], pb = probability[static_cast<std::size_t>(b)];
+            return pa > pb || (pa == pb && a < b);
+        };
+        std::size_t kept = 0, sorted = 0;
         double mass = 0;
-        while (kept < order.size() && mass < top_p_ * sum) mass += probability[static_cast<std::size_t>(order[kept++])];
+        while (mass < top_p_ * sum && kept < order.size()) {
+            if (kept == sorted) {
+                sorted = std::min(order.size(), std::max<std::size_t>(64, 2 * sorted));
+                std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(kept),
+                                  order.begin() + static_cast<std::ptrdiff_t>(sorted), order.end(), more_likely);
+            }
+            mass += probability[static_cast<std::size_t>(order[kept++])];
+        }
         std::uniform_real_distribution<double> uniform(0.0, mass);
         double pick = uniform(random_);
         for (std::size_t i = 0; i < kept; ++i) {
