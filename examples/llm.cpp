@@ -318,8 +318,7 @@ int run_bench(const Runner& runner, const Options& o) {
             runner.model.forward(prompt, cache, prompt.size() - 1, &run);
             if (rep == 0) continue;  // warm-up
             seconds.push_back(seconds_since(start));
-            times.linear += run.linear, times.attention += run.attention, times.head += run.head,
-                times.other += run.other;
+            times += run;
         }
         report("pp", o.pp, seconds, times);
     }
@@ -335,8 +334,7 @@ int run_bench(const Runner& runner, const Options& o) {
             for (int i = 0; i < o.tg; ++i) token[0] = llm::greedy(runner.model.forward(token, cache, 0, &run).row(0));
             if (rep == 0) continue;
             seconds.push_back(seconds_since(start));
-            times.linear += run.linear, times.attention += run.attention, times.head += run.head,
-                times.other += run.other;
+            times += run;
         }
         report("tg", o.tg, seconds, times);
     }

@@ -145,6 +145,10 @@ struct ForwardTimes {
     double head = 0;       ///< the output projection
     double other = 0;      ///< embedding, norms, SwiGLU, residuals
     double total() const noexcept { return linear + attention + head + other; }
+    ForwardTimes& operator+=(const ForwardTimes& more) noexcept {
+        linear += more.linear, attention += more.attention, head += more.head, other += more.other;
+        return *this;
+    }
 };
 
 class LlamaModel {
@@ -233,6 +237,7 @@ public:
         if (logits_from > tokens.size())
             throw std::invalid_argument("llm::LlamaModel::forward: logits_from beyond the tokens");
         RowMatrix x = file_.to_matrix_rows("token_embd.weight", tokens);
+        const RowMatrix angles = rope_angles(start, count);
         RowMatrix h(count, x.cols());
         lap(t.other);
         const int q_width = config_.embedding_length;
@@ -243,8 +248,8 @@ public:
             lap(t.other);
             RowMatrix qkv = block.qkv.forward(h, activations_);
             lap(t.linear);
-            rope(qkv, 0, config_.head_count, start);
-            rope(qkv, q_width, config_.head_count_kv, start);
+            rope(qkv, 0, config_.head_count, angles);
+            rope(qkv, q_width, config_.head_count_kv, angles);
             cache.keys_[b].middleRows(start, count) = qkv.middleCols(q_width, kv_width);
             cache.values_[b].middleRows(start, count) = qkv.middleCols(q_width + kv_width, kv_width);
             attend(qkv, cache.keys_[b], cache.values_[b], start, h);
@@ -278,7 +283,7 @@ public:
 
 private:
     LlamaModel(const lowbit::GgufFile& file, const std::string& label, lowbit::Activations activations)
-        : file_(file), label_(label), activations_(activations), config_(LlamaConfig::from_gguf(file, label)) {}
+        : file_(file), activations_(activations), config_(LlamaConfig::from_gguf(file, label)) {}
 
     struct Block {
         Eigen::RowVectorXf attn_norm, ffn_norm;
@@ -318,28 +323,36 @@ private:
         });
     }
 
-    /// ggml's normal rope on `heads` heads of head_dim starting at column `first` of each row; row r is
-    /// position start + r.
-    void rope(RowMatrix& m, int first, int heads, int start) const {
+    /// cos and sin of each rope angle for positions start .. start + count - 1: [count, rope_dims],
+    /// (cos, sin) of pair i at columns 2i, 2i + 1; the angle stepped in float from the position as
+    /// ggml does. Computed once a forward and shared by every block's queries and keys.
+    RowMatrix rope_angles(int start, Eigen::Index count) const {
         const float theta_scale = std::pow(config_.rope_base, -2.0f / static_cast<float>(config_.rope_dims));
-        std::vector<float> cos_sin(static_cast<std::size_t>(config_.rope_dims));
-        for (Eigen::Index r = 0; r < m.rows(); ++r) {
+        RowMatrix angles(count, config_.rope_dims);
+        for (Eigen::Index r = 0; r < count; ++r) {
             float theta = static_cast<float>(start + r);
             for (int i = 0; i < config_.rope_dims; i += 2) {
-                cos_sin[static_cast<std::size_t>(i)] = std::cos(theta);
-                cos_sin[static_cast<std::size_t>(i) + 1] = std::sin(theta);
+                angles(r, i) = std::cos(theta);
+                angles(r, i + 1) = std::sin(theta);
                 theta *= theta_scale;
             }
+        }
+        return angles;
+    }
+
+    /// ggml's normal rope on `heads` heads of head_dim starting at column `first` of each row of m, row r
+    /// rotated by the angles of row r of `angles` (rope_angles).
+    void rope(RowMatrix& m, int first, int heads, const RowMatrix& angles) const {
+        for (Eigen::Index r = 0; r < m.rows(); ++r)
             for (int head = 0; head < heads; ++head) {
                 float* v = m.row(r).data() + first + head * config_.head_dim;
                 for (int i = 0; i < config_.rope_dims; i += 2) {
-                    const float c = cos_sin[static_cast<std::size_t>(i)], s = cos_sin[static_cast<std::size_t>(i) + 1];
+                    const float c = angles(r, i), s = angles(r, i + 1);
                     const float x0 = v[i], x1 = v[i + 1];
                     v[i] = x0 * c - x1 * s;
                     v[i + 1] = x0 * s + x1 * c;
                 }
             }
-        }
     }
 
     /// Causal grouped-query attention of the new rows' queries (qkv's first columns) over cached
@@ -378,7 +391,6 @@ private:
     }
 
     lowbit::GgufFile file_;
-    std::string label_;
     lowbit::Activations activations_ = lowbit::Activations::f32;
     LlamaConfig config_;
     std::vector<Block> blocks_;
