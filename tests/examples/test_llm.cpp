@@ -25,6 +25,7 @@
 #include "llm/perplexity.hpp"
 #include "llm/sampling.hpp"
 #include "support/random.hpp"
+#include "support/threads.hpp"
 
 namespace {
 
@@ -396,6 +397,32 @@ TEST_CASE("llm llama forward: the cache token by token equals the whole sequence
             llm::KvCache tail_cache(model.config(), 80);
             const RowMatrix tail = model.forward(tokens, tail_cache, tokens.size() - 2);
             CHECK((tail - whole.bottomRows(2)).cwiseAbs().maxCoeff() <= 1e-4 * scale);
+        }
+    }
+}
+
+TEST_CASE("llm forward at 1 and 2 threads, around each split's grain", "[llm][threads]") {
+    // The splits: attention in (head, 64-row block) tasks; RMSNorm by ranges of 256 rows of 64 values
+    // and SwiGLU of 170 rows of 96 (16K values a range); the projections by lowbit's own kernels.
+    const TinyModel tiny = make_tiny_model({});
+    const auto file = lowbit::GgufFile::from_bytes(tiny.bytes);
+    for (const auto activations : {lowbit::Activations::f32, lowbit::Activations::int8}) {
+        const auto model = llm::LlamaModel::from_gguf(file, "tiny.gguf", activations);
+        for (const std::size_t count : {1, 63, 65, 169, 171, 255, 257}) {
+            INFO("tokens " << count << ", activations " << (activations == lowbit::Activations::int8 ? "int8" : "f32"));
+            std::vector<std::int32_t> tokens(count);
+            for (std::size_t i = 0; i < count; ++i) tokens[i] = static_cast<std::int32_t>((i * 61 + 5) % 264);
+            RowMatrix logits[2];
+            for (const int threads : {1, 2}) {
+                const lowbit::test::ThreadCountGuard guard(threads);
+                llm::KvCache cache(model.config(), 260);
+                logits[threads - 1] = model.forward(tokens, cache, 0);
+            }
+            const double scale = logits[0].cwiseAbs().maxCoeff();
+            if (activations == lowbit::Activations::f32)
+                CHECK((logits[1] - logits[0]).cwiseAbs().maxCoeff() <= 1e-4 * scale);
+            else
+                CHECK((logits[1] - logits[0]).norm() <= 1e-2 * logits[0].norm());
         }
     }
 }

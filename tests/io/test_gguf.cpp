@@ -409,6 +409,33 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("GgufFile::to_matrix_rows: the rows asked for, in their order, as to_matrix has them", "[io]") {
+    auto rng = lowbit::test::make_rng(608);
+    for (const std::uint32_t type : {q4_1, q8_0, q4_k}) {
+        INFO("ggml type " << type);
+        constexpr std::size_t rows = 9, cols = 256;
+        const auto data =
+            type == q4_k ? random_kquant_blocks(rng, type, rows) : random_blocks(rng, type, rows * cols / 32);
+        const auto bytes = GgufBuilder{}.tensor("emb", {cols, rows}, type, data).build();
+        const auto file = GgufFile::from_bytes(bytes);
+        const RowMatrixXf all = file.to_matrix("emb");
+        const std::vector<std::int32_t> ids{8, 0, 3, 3};
+        const RowMatrixXf picked = file.to_matrix_rows("emb", ids);
+        REQUIRE(picked.rows() == 4);
+        for (Eigen::Index i = 0; i < picked.rows(); ++i) {
+            INFO("row " << i);
+            CHECK(std::memcmp(picked.row(i).data(), all.row(ids[static_cast<std::size_t>(i)]).data(), cols * 4) == 0);
+        }
+        CHECK(file.to_matrix_rows("emb", std::vector<std::int32_t>{}).rows() == 0);
+        CHECK_THROWS_WITH(file.to_matrix_rows("emb", std::vector<std::int32_t>{2, 9}),
+                          ContainsSubstring("'emb'") && ContainsSubstring("row 9 outside [0, 9)"));
+        CHECK_THROWS_AS(file.to_matrix_rows("emb", std::vector<std::int32_t>{-1}), std::out_of_range);
+    }
+    const auto iq4 = GgufBuilder{}.tensor("iq4", {32}, iq4_nl, std::vector<std::byte>(18)).build();
+    CHECK_THROWS_WITH(GgufFile::from_bytes(iq4).to_matrix_rows("iq4", std::vector<int>{0}),
+                      ContainsSubstring("iq4_nl"));
+}
+
 TEST_CASE("GGUF q4_K block worked by hand", "[io]") {
     // d = 0.5, dmin = 0.25; sub-block 0: scale 3, min 2; sub-block 4: scale 1 | 2 << 4 = 33 (low bits in
     // byte 8, high bits in byte 0's top two), min 5. Element 0 has code 7: 0.5 * 3 * 7 - 0.25 * 2 = 10;
