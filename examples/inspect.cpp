@@ -44,15 +44,16 @@ bool ends_with(const std::string& text, const std::string& suffix) {
     return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// Every supported format whose scales have this dtype (U8 for the float modes, a float type for
-/// affine) that fits a weight [out, words] and scales [out, groups]; with `in` known, only those of
-/// that input width.
+/// Every MLX format (lowbit::is_mlx_format_v) whose scales have this dtype (U8 for the float modes, a
+/// float type for affine) that fits a weight [out, words] and scales [out, groups]; with `in` known,
+/// only those of that input width.
 std::vector<lowbit::LayerQuantization> formats_from_shapes(lowbit::Dtype scales, std::uint64_t words,
                                                            std::uint64_t groups, std::optional<std::uint64_t> in) {
     std::vector<lowbit::LayerQuantization> formats;
     const auto consider = [&]<class Format>(Format) {
         const std::uint64_t width = groups * Format::group_size;
-        if ((scales == lowbit::Dtype::u8) == std::is_same_v<typename Format::scale_type, std::uint8_t> &&
+        if (lowbit::is_mlx_format_v<Format> &&
+            (scales == lowbit::Dtype::u8) == std::is_same_v<typename Format::scale_type, std::uint8_t> &&
             words * 32 == width * Format::bits && (!in || *in == width))
             formats.push_back({Format::group_size, Format::bits, Format::mode});
     };

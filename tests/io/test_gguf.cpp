@@ -375,8 +375,8 @@ TEST_CASE("GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: to_matrix equals ggml bit for 
 }
 
 TEST_CASE(
-    "GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization bit for bit; q4_K and q5_K's to_quantized "
-    "too",
+    "GGUF k-quants (q2_K to q6_K): to_matrix equals ggml's dequantization bit for bit, and so does to_quantized's "
+    "dequantize (zero signs aside in q3_K and q6_K)",
     "[io]") {
     auto rng = lowbit::test::make_rng(607);
     for (const std::uint32_t type : {q2_k, q3_k, q4_k, q5_k, q6_k}) {
@@ -393,10 +393,29 @@ TEST_CASE(
                 INFO("element " << i);
                 REQUIRE(bits_of(w.data()[i]) == bits_of(expected[i]));
             }
-            if (type != q4_k && type != q5_k) continue;
+            const auto file = GgufFile::from_bytes(bytes);
+            if (type != q4_k && type != q5_k) {
+                // q2_K, q3_K and q6_K as affine groups of 16 (the sub-blocks), at every width that holds the
+                // codes: the same bits (q2_K's -0 included: scale * q - min and scale * q + (-min) agree), but
+                // for a zero where q3_K's or q6_K's product scale * q is -0: the affine sum gives +0 there.
+                std::vector<RowMatrixXf> forms;
+                if (type == q2_k) forms.push_back(lowbit::dequantize(file.to_quantized<16, 2>("blk.0.w")));
+                if (type != q6_k) forms.push_back(lowbit::dequantize(file.to_quantized<16, 4>("blk.0.w")));
+                forms.push_back(lowbit::dequantize(file.to_quantized<16, 6>("blk.0.w")));
+                for (Eigen::Index i = 0; i < w.size(); ++i) {
+                    INFO("element " << i);
+                    const bool negative_zero = w.data()[i] == 0.0f && std::signbit(w.data()[i]);
+                    for (const auto& form : forms) {
+                        if (negative_zero && type != q2_k)
+                            REQUIRE(bits_of(form.data()[i]) == bits_of(0.0f));
+                        else
+                            REQUIRE(bits_of(form.data()[i]) == bits_of(w.data()[i]));
+                    }
+                }
+                continue;
+            }
             // q4_K and q5_K as MLX affine groups of 32 (the sub-blocks): the same values, bit for bit, at
             // the narrowest width that holds the codes and at 8 bits.
-            const auto file = GgufFile::from_bytes(bytes);
             const RowMatrixXf narrow = type == q4_k ? lowbit::dequantize(file.to_quantized<32, 4>("blk.0.w"))
                                                     : lowbit::dequantize(file.to_quantized<32, 5>("blk.0.w"));
             const RowMatrixXf wide = lowbit::dequantize(file.to_quantized<32, 8>("blk.0.w"));
@@ -477,7 +496,11 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     CHECK_THROWS_WITH(file.to_matrix("iq4"), ContainsSubstring("'iq4'") && ContainsSubstring("iq4_nl"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("iq4")), ContainsSubstring("'iq4'") && ContainsSubstring("iq4_nl"));
     CHECK((lowbit::dequantize(file.to_quantized<32, 4>("k")).isZero()));
-    CHECK_THROWS_WITH((file.to_quantized<32, 8>("k6")), ContainsSubstring("'k6'") && ContainsSubstring("q6_K"));
+    CHECK_THROWS_WITH((file.to_quantized<32, 8>("k6")),
+                      ContainsSubstring("'k6'") && ContainsSubstring("q6_K needs GroupSize = 16"));
+    CHECK_THROWS_WITH((file.to_quantized<16, 4>("k6")), ContainsSubstring("'k6'") && ContainsSubstring("Bits >= 6"));
+    CHECK((lowbit::dequantize(file.to_quantized<16, 6>("k6")).isZero()));
+    CHECK_THROWS_WITH((file.to_quantized<16, 4>("k")), ContainsSubstring("q4_K needs GroupSize = 32"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("k5")), ContainsSubstring("Bits >= 5"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("q8")), ContainsSubstring("Bits = 8"));
     CHECK_THROWS_WITH((file.to_quantized<32, 2>("inf")), ContainsSubstring("Bits >= 4"));

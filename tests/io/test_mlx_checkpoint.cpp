@@ -161,7 +161,7 @@ TEST_CASE("AnyQuantizedLinear covers every supported format and forwards like th
     CHECK_THROWS_WITH(layer.forward(bad_x, Activations::int8), ContainsSubstring("x(2, 5) = nan"));
     CHECK_THROWS_WITH((layer.get<32, 8>()), ContainsSubstring("group_size = 64, bits = 4"));
     CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 64, 7), ContainsSubstring("bits = 7"));
-    CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 16, 4), ContainsSubstring("group_size = 16"));
+    CHECK_THROWS_WITH(AnyQuantizedLinear::from_linear(linear, 16, 8), ContainsSubstring("group_size = 16, bits = 8"));
 }
 
 TEMPLATE_LIST_TEST_CASE("save_mlx_linear -> load_mlx_linear keeps the layer, and saving again writes the same bytes",
@@ -282,11 +282,14 @@ TEST_CASE("load_mlx_linear / load_linear reject missing or malformed tensors, na
     CHECK(lowbit::load_mlx_linear(file, "v", 16, 4, "nvfp4").dequantize() == RowMatrixXf::Zero(4, 64));
     CHECK(std::string(lowbit::load_mlx_linear(file, "f", 32, 8, "mxfp8").mode()) == "mxfp8");
     CHECK(lowbit::load_mlx_linear(file, "f", 32, 8, "mxfp8").dequantize() == RowMatrixXf::Ones(4, 64));
-    CHECK_THROWS_WITH(lowbit::load_mlx_linear(file, "p", 16, 4, "mxfp4"),
-                      ContainsSubstring("mode = mxfp4, group_size = 16, bits = 4 is not a supported format") &&
-                          ContainsSubstring("affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); "
-                                            "mxfp4 (bits in {4}, group size in {32}); nvfp4 (bits in {4}, group "
-                                            "size in {16}); mxfp8 (bits in {8}, group size in {32})"));
+    CHECK_THROWS_WITH(
+        lowbit::load_mlx_linear(file, "p", 16, 4, "mxfp4"),
+        ContainsSubstring("mode = mxfp4, group_size = 16, bits = 4 is not a supported format") &&
+            ContainsSubstring(
+                "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}, or bits in {2, 4, 6}, "
+                "group size in {16}); "
+                "mxfp4 (bits in {4}, group size in {32}); nvfp4 (bits in {4}, group "
+                "size in {16}); mxfp8 (bits in {8}, group size in {32})"));
     const auto rejects = [](auto&& call, const std::vector<std::string>& parts) {
         try {
             call();

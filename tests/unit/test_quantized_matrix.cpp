@@ -246,7 +246,17 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK(lowbit::is_supported_format("affine", 64, 4));
     CHECK(lowbit::is_supported_format("affine", 128, 8));
     CHECK_FALSE(lowbit::is_supported_format("affine", 64, 7));
-    CHECK_FALSE(lowbit::is_supported_format("affine", 16, 4));
+    // lowbit's affine groups of 16 (for GGUF's k-quants), at 2, 4 and 6 bits only; not MLX formats.
+    CHECK(lowbit::is_supported_format("affine", 16, 4));
+    CHECK(lowbit::is_supported_format("affine", 16, 6));
+    CHECK_FALSE(lowbit::is_supported_format("affine", 16, 3));
+    CHECK_FALSE(lowbit::is_supported_format("affine", 16, 8));
+    CHECK_FALSE(lowbit::is_mlx_format("affine", 16, 4));
+    CHECK(lowbit::is_mlx_format("affine", 32, 4));
+    CHECK(lowbit::is_mlx_format("nvfp4", 16, 4));
+    CHECK(lowbit::supported_formats_text(true) ==
+          "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in "
+          "{32}); nvfp4 (bits in {4}, group size in {16}); mxfp8 (bits in {8}, group size in {32})");
     CHECK(lowbit::is_supported_format("mxfp4", 32, 4));
     CHECK_FALSE(lowbit::is_supported_format("mxfp4", 64, 4));
     CHECK(lowbit::is_supported_format("nvfp4", 16, 4));
@@ -254,10 +264,10 @@ TEST_CASE("The format list: supported formats, their text and the dispatch on mo
     CHECK(lowbit::is_supported_format("mxfp8", 32, 8));
     CHECK_FALSE(lowbit::is_supported_format("mxfp8", 32, 4));
     static_assert(lowbit::is_supported_format("affine", 32, 3), "usable in constant expressions");
-    CHECK(
-        lowbit::supported_formats_text() ==
-        "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}); mxfp4 (bits in {4}, group size in {32}); "
-        "nvfp4 (bits in {4}, group size in {16}); mxfp8 (bits in {8}, group size in {32})");
+    CHECK(lowbit::supported_formats_text() ==
+          "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}, or bits in {2, 4, 6}, group size in "
+          "{16}); mxfp4 (bits in {4}, group size in {32}); "
+          "nvfp4 (bits in {4}, group size in {16}); mxfp8 (bits in {8}, group size in {32})");
     int formats = 0;
     lowbit::detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
         const auto [group, bits] = lowbit::dispatch_format(Format::mode, Format::group_size, Format::bits,

@@ -35,18 +35,19 @@ LOWBIT_BEGIN_NAMESPACE
 using QuantizedFormats = decltype(std::tuple_cat(std::declval<MlxAffineFormats>(), std::tuple<Mxfp4, Nvfp4, Mxfp8>{}));
 
 /// The same list for the preprocessor, X(format type) each, in QuantizedFormats' order.
-#define LOWBIT_FORMAT_LIST(X)                                                                                  \
-    X(::lowbit::MlxAffine<32, 1>)                                                                              \
-    X(::lowbit::MlxAffine<64, 1>)                                                                              \
-    X(::lowbit::MlxAffine<128, 1>)                                                                             \
-    X(::lowbit::MlxAffine<32, 2>)                                                                              \
-    X(::lowbit::MlxAffine<64, 2>) X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>)                 \
-        X(::lowbit::MlxAffine<64, 3>) X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>)             \
-            X(::lowbit::MlxAffine<64, 4>) X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>)         \
-                X(::lowbit::MlxAffine<64, 5>) X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>)     \
-                    X(::lowbit::MlxAffine<64, 6>) X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) \
-                        X(::lowbit::MlxAffine<64, 8>) X(::lowbit::MlxAffine<128, 8>) X(::lowbit::Mxfp4)        \
-                            X(::lowbit::Nvfp4) X(::lowbit::Mxfp8)
+#define LOWBIT_FORMAT_LIST(X)                                                                                      \
+    X(::lowbit::MlxAffine<32, 1>)                                                                                  \
+    X(::lowbit::MlxAffine<64, 1>)                                                                                  \
+    X(::lowbit::MlxAffine<128, 1>)                                                                                 \
+    X(::lowbit::MlxAffine<32, 2>)                                                                                  \
+    X(::lowbit::MlxAffine<64, 2>)                                                                                  \
+    X(::lowbit::MlxAffine<128, 2>) X(::lowbit::MlxAffine<32, 3>) X(::lowbit::MlxAffine<64, 3>)                     \
+        X(::lowbit::MlxAffine<128, 3>) X(::lowbit::MlxAffine<32, 4>) X(::lowbit::MlxAffine<64, 4>)                 \
+            X(::lowbit::MlxAffine<128, 4>) X(::lowbit::MlxAffine<32, 5>) X(::lowbit::MlxAffine<64, 5>)             \
+                X(::lowbit::MlxAffine<128, 5>) X(::lowbit::MlxAffine<32, 6>) X(::lowbit::MlxAffine<64, 6>)         \
+                    X(::lowbit::MlxAffine<128, 6>) X(::lowbit::MlxAffine<32, 8>) X(::lowbit::MlxAffine<64, 8>)     \
+                        X(::lowbit::MlxAffine<128, 8>) X(::lowbit::MlxAffine<16, 2>) X(::lowbit::MlxAffine<16, 4>) \
+                            X(::lowbit::MlxAffine<16, 6>) X(::lowbit::Mxfp4) X(::lowbit::Nvfp4) X(::lowbit::Mxfp8)
 
 namespace detail {
 
@@ -89,6 +90,12 @@ inline std::string braced_list(const std::set<int>& values) {
 
 }  // namespace detail
 
+/// True for a format MLX itself reads and writes: every format in QuantizedFormats but lowbit's affine
+/// groups of 16 (formats/mlx_affine.hpp), which MLX's quantize refuses and its config.json cannot name.
+template <class Format>
+inline constexpr bool is_mlx_format_v =
+    !(std::string_view(Format::mode) == "affine" && Format::group_size == small_group_size);
+
 /// True when QuantizedFormats holds a format of this mode, group size and bits.
 constexpr bool is_supported_format(std::string_view mode, int group_size, int bits) noexcept {
     bool found = false;
@@ -98,25 +105,54 @@ constexpr bool is_supported_format(std::string_view mode, int group_size, int bi
     return found;
 }
 
-/// The supported formats in words, per mode: "affine (bits in {1, 2, 3, 4, 5, 6, 8}, group size in
-/// {32, 64, 128}); mxfp4 (bits in {4}, group size in {32})", for error messages.
-inline std::string supported_formats_text() {
-    std::vector<std::string> modes;
-    std::vector<std::pair<std::set<int>, std::set<int>>> values;  // bits, group sizes per mode
+/// is_supported_format for the formats MLX reads and writes (is_mlx_format_v): what an MLX
+/// config.json may name.
+constexpr bool is_mlx_format(std::string_view mode, int group_size, int bits) noexcept {
+    bool found = false;
     detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        found = found || (is_mlx_format_v<Format> && mode == Format::mode && group_size == Format::group_size &&
+                          bits == Format::bits);
+    });
+    return found;
+}
+
+/// The supported formats in words, per mode and, within a mode, per set of bit widths: "affine (bits in
+/// {1, 2, 3, 4, 5, 6, 8}, group size in {32, 64, 128}, or bits in {2, 4, 6}, group size in {16}); mxfp4
+/// (bits in {4}, group size in {32}); ...", for error messages. `mlx_only`: the formats MLX reads and
+/// writes only (is_mlx_format_v), for the MLX config's messages.
+inline std::string supported_formats_text(bool mlx_only = false) {
+    std::vector<std::string> modes;
+    std::vector<std::vector<std::pair<int, std::set<int>>>> bits_per_group_size;  // per mode, in list order
+    detail::for_each_format([&]<class Format>(std::type_identity<Format>) {
+        if (mlx_only && !is_mlx_format_v<Format>) return;
         std::size_t m = 0;
         while (m < modes.size() && modes[m] != Format::mode) ++m;
         if (m == modes.size()) {
             modes.emplace_back(Format::mode);
-            values.emplace_back();
+            bits_per_group_size.emplace_back();
         }
-        values[m].first.insert(Format::bits);
-        values[m].second.insert(Format::group_size);
+        auto& sizes = bits_per_group_size[m];
+        std::size_t s = 0;
+        while (s < sizes.size() && sizes[s].first != Format::group_size) ++s;
+        if (s == sizes.size()) sizes.emplace_back(Format::group_size, std::set<int>{});
+        sizes[s].second.insert(Format::bits);
     });
     std::string text;
-    for (std::size_t m = 0; m < modes.size(); ++m)
-        text += (m > 0 ? "; " : "") + modes[m] + " (bits in " + detail::braced_list(values[m].first) +
-                ", group size in " + detail::braced_list(values[m].second) + ")";
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+        // Group sizes with the same bit widths share a clause, in the order the widths first appear.
+        std::vector<std::pair<std::set<int>, std::set<int>>> clauses;  // bits, group sizes
+        for (const auto& [group_size, bits] : bits_per_group_size[m]) {
+            std::size_t c = 0;
+            while (c < clauses.size() && clauses[c].first != bits) ++c;
+            if (c == clauses.size()) clauses.emplace_back(bits, std::set<int>{});
+            clauses[c].second.insert(group_size);
+        }
+        text += (m > 0 ? "; " : "") + modes[m] + " (";
+        for (std::size_t c = 0; c < clauses.size(); ++c)
+            text += (c > 0 ? ", or " : "") + std::string("bits in ") + detail::braced_list(clauses[c].first) +
+                    ", group size in " + detail::braced_list(clauses[c].second);
+        text += ")";
+    }
     return text;
 }
 

@@ -9,7 +9,7 @@
 // codes packed as one little-endian bit stream of uint32 words per row (the
 // diagram is in quantized_matrix.hpp; dequantize there applies the rule).
 //
-// MlxAffineFormats is generated from mlx_affine_bits x mlx_affine_group_sizes and feeds
+// MlxAffineFormats is generated from mlx_affine_bits x mlx_affine_group_sizes and small_group_bits and feeds
 // is_supported_quantization (hence every static_assert on <GroupSize, Bits>) and the list of every
 // format (formats/formats.hpp), which drives AnyQuantizedLinear, the loader, the compiled kernel
 // instances, the typed tests and lowbit-bench. Adding a bit width or group size is an edit here and
@@ -32,17 +32,28 @@ LOWBIT_BEGIN_NAMESPACE
 inline constexpr std::array<int, 7> mlx_affine_bits{1, 2, 3, 4, 5, 6, 8};
 inline constexpr std::array<int, 3> mlx_affine_group_sizes{32, 64, 128};
 
-/// True for the <GroupSize, Bits> pairs above.
+/// lowbit's extension: affine groups of 16 (MLX has none) at the widths whose 16 codes fill whole words
+/// and that GGUF's k-quants with sub-blocks of 16 map onto exactly (q2_K at 2 bits, q3_K widened to 4,
+/// q6_K at 6: docs/numerics.md N12.3).
+inline constexpr int small_group_size = 16;
+inline constexpr std::array<int, 3> small_group_bits{2, 4, 6};
+
+/// True for the <GroupSize, Bits> pairs above: MLX's product of bits and group sizes, and the groups of 16.
 template <int GroupSize, int Bits>
 inline constexpr bool is_supported_quantization =
-    std::find(mlx_affine_bits.begin(), mlx_affine_bits.end(), Bits) != mlx_affine_bits.end() &&
-    std::find(mlx_affine_group_sizes.begin(), mlx_affine_group_sizes.end(), GroupSize) != mlx_affine_group_sizes.end();
+    (std::find(mlx_affine_bits.begin(), mlx_affine_bits.end(), Bits) != mlx_affine_bits.end() &&
+     std::find(mlx_affine_group_sizes.begin(), mlx_affine_group_sizes.end(), GroupSize) !=
+         mlx_affine_group_sizes.end()) ||
+    (GroupSize == small_group_size &&
+     std::find(small_group_bits.begin(), small_group_bits.end(), Bits) != small_group_bits.end());
 
 /// The MLX affine format with GroupSize inputs per (scale, bias) and Bits-bit codes.
 template <int GroupSize, int Bits>
 struct MlxAffine {
-    static_assert(is_supported_quantization<GroupSize, Bits>,
-                  "lowbit: the MLX affine format supports Bits in {1, 2, 3, 4, 5, 6, 8} and GroupSize in {32, 64, 128}");
+    static_assert(
+        is_supported_quantization<GroupSize, Bits>,
+        "lowbit: the MLX affine format supports Bits in {1, 2, 3, 4, 5, 6, 8} with GroupSize in {32, 64, 128}, "
+        "and Bits in {2, 4, 6} with GroupSize 16");
     /// The format's name in MLX's config.json ("mode") and in lowbit's messages.
     static constexpr const char* mode = "affine";
     static constexpr int group_size = GroupSize;
@@ -70,10 +81,16 @@ auto mlx_affine_format_tuple(std::index_sequence<I...>) {
     constexpr std::size_t groups = mlx_affine_group_sizes.size();
     return std::tuple<MlxAffine<mlx_affine_group_sizes[I % groups], mlx_affine_bits[I / groups]>...>{};
 }
+template <std::size_t... I>
+auto small_group_format_tuple(std::index_sequence<I...>) {
+    return std::tuple<MlxAffine<small_group_size, small_group_bits[I]>...>{};
+}
 }  // namespace detail
 
-/// Every supported MlxAffine<GroupSize, Bits>, as a std::tuple of types (bits-major order).
-using MlxAffineFormats = decltype(detail::mlx_affine_format_tuple(
-    std::make_index_sequence<mlx_affine_bits.size() * mlx_affine_group_sizes.size()>{}));
+/// Every supported MlxAffine<GroupSize, Bits>, as a std::tuple of types: MLX's (bits-major order), then
+/// the groups of 16 (by bits).
+using MlxAffineFormats = decltype(std::tuple_cat(
+    detail::mlx_affine_format_tuple(std::make_index_sequence<mlx_affine_bits.size() * mlx_affine_group_sizes.size()>{}),
+    detail::small_group_format_tuple(std::make_index_sequence<small_group_bits.size()>{})));
 
 LOWBIT_END_NAMESPACE

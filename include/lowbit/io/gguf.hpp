@@ -229,27 +229,38 @@ public:
         return matrix;
     }
 
-    /// A Q4_0, Q4_1 or q4_K tensor (Bits in {4, 5, 6, 8}), a Q5_0, Q5_1 or q5_K tensor (Bits in {5, 6, 8})
-    /// or a Q8_0 tensor (Bits = 8) as the QuantizedMatrix (MLX affine, groups of 32; a k-quant's sub-blocks are its
-    /// groups) whose dequantize() equals to_matrix(name) value for value (N12.3's mapping; see
-    /// gguf_blocks.hpp for the one exception, the sign of some zeros). Throws std::invalid_argument for
-    /// another type, a Bits that cannot hold the codes, or a Q4_0 / Q5_0 / Q8_0 block whose scale d is Inf
-    /// or NaN (naming the block).
+    /// The tensor as the QuantizedMatrix (lowbit affine) whose dequantize() equals to_matrix(name) value
+    /// for value (N12.3's mapping; see gguf_blocks.hpp for the one exception, the sign of some zeros):
+    ///   - groups of 32 (a block, or a k-quant sub-block): Q4_0, Q4_1, q4_K at Bits in {4, 5, 6, 8};
+    ///     Q5_0, Q5_1, q5_K at Bits in {5, 6, 8}; Q8_0 at Bits = 8;
+    ///   - groups of 16 (a k-quant sub-block): q2_K at Bits in {2, 4, 6}; q3_K at Bits in {4, 6} (its
+    ///     3-bit codes widened); q6_K at Bits = 6.
+    /// Throws std::invalid_argument for another type, a GroupSize other than the type's, a Bits that
+    /// cannot hold the codes, or a Q4_0 / Q5_0 / Q8_0 block whose scale d is Inf or NaN (naming the block).
     template <int GroupSize, int Bits>
     QuantizedMatrix<GroupSize, Bits> to_quantized(std::string_view name) const {
-        static_assert(GroupSize == 32,
-                      "lowbit::GgufFile::to_quantized: ggml's Q4_0, Q4_1 and Q8_0 blocks and q4_K / q5_K sub-blocks "
-                      "are groups of 32");
+        static_assert(GroupSize == 32 || GroupSize == 16,
+                      "lowbit::GgufFile::to_quantized: ggml's blocks and k-quant sub-blocks are groups of 32 or 16");
         const auto& info = tensor_info(name);
         const bool q4 = info.type == GgmlType::q4_0 || info.type == GgmlType::q4_1 || info.type == GgmlType::q4_k;
         const bool q5 = info.type == GgmlType::q5_0 || info.type == GgmlType::q5_1 || info.type == GgmlType::q5_k;
-        const bool kquant = info.type == GgmlType::q4_k || info.type == GgmlType::q5_k;
-        if (!q4 && !q5 && info.type != GgmlType::q8_0)
-            throw tensor_error(
-                info.name,
-                "type " + std::string(ggml_type_name(info.type)) +
-                    " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K)");
-        const int code_bits = q4 ? 4 : q5 ? 5 : 8;
+        const bool q16 = info.type == GgmlType::q2_k || info.type == GgmlType::q3_k || info.type == GgmlType::q6_k;
+        const bool kquant32 = info.type == GgmlType::q4_k || info.type == GgmlType::q5_k;
+        if (!q4 && !q5 && !q16 && info.type != GgmlType::q8_0)
+            throw tensor_error(info.name, "type " + std::string(ggml_type_name(info.type)) +
+                                              " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q5_0, q5_1, "
+                                              "q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)");
+        const int group_size = q16 ? 16 : 32;
+        if (GroupSize != group_size)
+            throw tensor_error(info.name, std::string(ggml_type_name(info.type)) +
+                                              " needs GroupSize = " + std::to_string(group_size) +
+                                              ", got GroupSize = " + std::to_string(GroupSize));
+        const int code_bits = info.type == GgmlType::q2_k   ? 2
+                              : info.type == GgmlType::q3_k ? 3
+                              : info.type == GgmlType::q6_k ? 6
+                              : q4                          ? 4
+                              : q5                          ? 5
+                                                            : 8;
         if (Bits < code_bits || (code_bits == 8 && Bits != 8))
             throw tensor_error(info.name, std::string(ggml_type_name(info.type)) + " codes need " +
                                               (code_bits == 8 ? "Bits = 8" : "Bits >= " + std::to_string(code_bits)) +
@@ -257,9 +268,10 @@ public:
         const auto rows = static_cast<Eigen::Index>(info.row_count());
         const auto cols = static_cast<Eigen::Index>(info.row_length());
         if (rows == 0 || cols == 0) throw tensor_error(info.name, "is empty (dims " + dims_text(info.dims) + ")");
-        const Eigen::Index groups = cols / 32;
+        const Eigen::Index groups = cols / GroupSize;
+        constexpr Eigen::Index words_per_group = GroupSize * Bits / 32;
         QuantizedMatrix<GroupSize, Bits> result;
-        result.codes.resize(rows, groups * Bits);
+        result.codes.resize(rows, groups * words_per_group);
         result.scales.resize(rows, groups);
         result.biases.resize(rows, groups);
         const std::uint64_t block_bytes = io_detail::ggml_type_info(static_cast<std::uint32_t>(info.type))->type_size;
@@ -269,43 +281,59 @@ public:
             for (std::size_t r = begin; r < end; ++r) {
                 const auto row = static_cast<Eigen::Index>(r);
                 for (Eigen::Index g = 0; g < groups; ++g) {
-                    std::uint32_t* words = &result.codes(row, g * Bits);
-                    if (kquant) {  // sub-block g % 8 of super-block g / 8 of the row
-                        const std::byte* block =
-                            bytes + (r * static_cast<std::uint64_t>(groups / 8) + static_cast<std::uint64_t>(g / 8)) *
-                                        block_bytes;
-                        const auto sub_block = static_cast<std::size_t>(g % 8);
-                        const auto group = info.type == GgmlType::q4_k ? io_detail::q45k_group<false>(block, sub_block)
-                                                                       : io_detail::q45k_group<true>(block, sub_block);
-                        result.scales(row, g) = group.scale;
-                        result.biases(row, g) = group.bias;
-                        detail::kernels::pack_codes<Bits>(group.codes.data(), 32, words);
+                    std::uint32_t* words = &result.codes(row, g * words_per_group);
+                    if (kquant32 || q16) {  // sub-block g % subs of super-block g / subs of the row
+                        constexpr Eigen::Index subs = static_cast<Eigen::Index>(io_detail::kquant_block) / GroupSize;
+                        const std::byte* block = bytes + (r * static_cast<std::uint64_t>(groups / subs) +
+                                                          static_cast<std::uint64_t>(g / subs)) *
+                                                             block_bytes;
+                        const auto sub_block = static_cast<std::size_t>(g % subs);
+                        const auto store = [&](const auto& group) {
+                            result.scales(row, g) = group.scale;
+                            result.biases(row, g) = group.bias;
+                            detail::kernels::pack_codes<Bits>(group.codes.data(), GroupSize, words);
+                        };
+                        if (info.type == GgmlType::q4_k)
+                            store(io_detail::q45k_group<false>(block, sub_block));
+                        else if (info.type == GgmlType::q5_k)
+                            store(io_detail::q45k_group<true>(block, sub_block));
+                        else if (info.type == GgmlType::q2_k)
+                            store(io_detail::q2k_group(block, sub_block));
+                        else if (info.type == GgmlType::q3_k)
+                            store(io_detail::q3k_group(block, sub_block));
+                        else
+                            store(io_detail::q6k_group(block, sub_block));
                         continue;
                     }
-                    const std::uint64_t block_index = r * static_cast<std::uint64_t>(groups) + static_cast<std::uint64_t>(g);
-                    const std::byte* block = bytes + block_index * block_bytes;
-                    const float d = io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block));
-                    const bool scaled_offset =
-                        info.type == GgmlType::q4_0 || info.type == GgmlType::q5_0 || info.type == GgmlType::q8_0;
-                    if (scaled_offset && !std::isfinite(d))
-                        throw tensor_error(info.name, "block " + std::to_string(block_index) + " (row " +
-                                                          std::to_string(r) + ") has scale d = " + std::to_string(d) +
-                                                          ", which has no exact QuantizedMatrix form");
-                    if constexpr (Bits == 4) {  // Q4_0 / Q4_1 here: the nibbles re-packed word by word
-                        result.scales(row, g) = d;
-                        result.biases(row, g) = info.type == GgmlType::q4_1
-                                                    ? io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block + 2))
-                                                    : -8.0f * d;
-                        io_detail::pack_q4_nibbles(block + (info.type == GgmlType::q4_1 ? 4 : 2), words);
-                    } else if (Bits == 8 && info.type == GgmlType::q8_0) {
-                        result.scales(row, g) = d;
-                        result.biases(row, g) = -128.0f * d;
-                        io_detail::pack_q8_codes(block + 2, words);
-                    } else {
-                        const auto decoded = io_detail::decode_mlx_block(info.type, block);
-                        result.scales(row, g) = decoded.scale;
-                        result.biases(row, g) = decoded.bias;
-                        detail::kernels::pack_codes<Bits>(decoded.codes.data(), 32, words);
+                    if constexpr (GroupSize == 32) {  // a Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 block
+                        const std::uint64_t block_index =
+                            r * static_cast<std::uint64_t>(groups) + static_cast<std::uint64_t>(g);
+                        const std::byte* block = bytes + block_index * block_bytes;
+                        const float d = io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block));
+                        const bool scaled_offset =
+                            info.type == GgmlType::q4_0 || info.type == GgmlType::q5_0 || info.type == GgmlType::q8_0;
+                        if (scaled_offset && !std::isfinite(d))
+                            throw tensor_error(info.name, "block " + std::to_string(block_index) + " (row " +
+                                                              std::to_string(r) +
+                                                              ") has scale d = " + std::to_string(d) +
+                                                              ", which has no exact QuantizedMatrix form");
+                        if constexpr (Bits == 4) {  // Q4_0 / Q4_1 here: the nibbles re-packed word by word
+                            result.scales(row, g) = d;
+                            result.biases(row, g) =
+                                info.type == GgmlType::q4_1
+                                    ? io_detail::f16_to_float(io_detail::load_le<std::uint16_t>(block + 2))
+                                    : -8.0f * d;
+                            io_detail::pack_q4_nibbles(block + (info.type == GgmlType::q4_1 ? 4 : 2), words);
+                        } else if (Bits == 8 && info.type == GgmlType::q8_0) {
+                            result.scales(row, g) = d;
+                            result.biases(row, g) = -128.0f * d;
+                            io_detail::pack_q8_codes(block + 2, words);
+                        } else {
+                            const auto decoded = io_detail::decode_mlx_block(info.type, block);
+                            result.scales(row, g) = decoded.scale;
+                            result.biases(row, g) = decoded.bias;
+                            detail::kernels::pack_codes<Bits>(decoded.codes.data(), 32, words);
+                        }
                     }
                 }
             }

@@ -28,9 +28,16 @@
 //                                                                              value = scale * q
 //
 // Every value is computed as ggml's dequantize_row_* and the gguf package compute it: the scale
-// fl(d * sc) and the min fl(dmin * m) are exact (an f16 times an integer of at most 8 bits), and so is
-// scale * q except in q6_K (up to 25 significant bits), so each value is one rounding of the exact
-// expression, whether or not the compiler fuses the multiply and the subtraction: bit for bit equal.
+// fl(d * sc) and the min fl(dmin * m) are exact (an f16 of at most 11 significant bits times an integer of
+// at most 7), and so is scale * q (at most 18 + 5 bits, q6_K's |q| <= 32), so each value is one rounding
+// of the exact expression, whether or not the compiler fuses the multiply and the subtraction: bit for
+// bit equal.
+//
+// As lowbit affine groups (to_quantized, docs/numerics.md N12.3): q4_K and q5_K sub-blocks are groups of
+// 32 (q45k_group), q2_K, q3_K and q6_K sub-blocks groups of 16 (q2k_group, q3k_group, q6k_group) with
+// unsigned codes u = q + o (o = 0, 4, 32) and bias -fl(dmin * m) or -o * scale. scale * u stays exact (at
+// most 18 + 6 = 24 significant bits), so fl(fl(scale * u) + bias) is the same one rounding of scale * q:
+// the same values, except that a zero is +0 where ggml's scale * q is -0 (a negative scale).
 #pragma once
 
 #include "../detail/config.hpp"
@@ -44,12 +51,15 @@
 LOWBIT_BEGIN_NAMESPACE
 namespace io_detail {
 
-/// A group of 32 GGUF elements in MLX's affine sense: value j = scale * codes[j] + bias, codes unsigned.
-struct MlxBlock {
-    std::array<std::uint8_t, 32> codes;
+/// A group of Size GGUF elements in MLX's affine sense: value j = scale * codes[j] + bias, codes unsigned.
+template <std::size_t Size>
+struct AffineGroupOf {
+    std::array<std::uint8_t, Size> codes;
     float scale;
     float bias;
 };
+using MlxBlock = AffineGroupOf<32>;
+using AffineGroup16 = AffineGroupOf<16>;
 
 /// Elements of a k-quant super-block.
 inline constexpr std::size_t kquant_block = 256;
@@ -77,6 +87,63 @@ inline int q3k_scale(const std::byte* scales, std::size_t s) noexcept {
     return (low | high << 4) - 32;
 }
 
+/// The signed code of element i < 256 of a q2_K (0 .. 3), q3_K (-4 .. 3) or q6_K (-32 .. 31) block.
+inline int q2k_code(const std::byte* block, std::size_t i) noexcept {
+    return kquant_byte(block + 16, 32 * (i / 128) + i % 32) >> (2 * (i % 128 / 32)) & 3;
+}
+inline int q3k_code(const std::byte* block, std::size_t i) noexcept {
+    const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+    const int low = kquant_byte(block + 32, 32 * h + l) >> (2 * k) & 3;
+    const int high = kquant_byte(block, l) >> (4 * h + k) & 1;
+    return low - 4 * (1 - high);
+}
+inline int q6k_code(const std::byte* block, std::size_t i) noexcept {
+    const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
+    const int low = kquant_byte(block, 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1)) & 15;
+    const int high = kquant_byte(block + 128, 32 * h + l) >> (2 * k) & 3;
+    return (low | high << 4) - 32;
+}
+
+/// The scale fl(d * sc) and min fl(dmin * m) of sub-block s < 16 of a q2_K block (exact).
+inline void q2k_group_scale_min(const std::byte* block, std::size_t s, float& scale, float& min) noexcept {
+    const int packed = kquant_byte(block, s);
+    scale = f16_to_float(load_le<std::uint16_t>(block + 80)) * static_cast<float>(packed & 15);
+    min = f16_to_float(load_le<std::uint16_t>(block + 82)) * static_cast<float>(packed >> 4);
+}
+/// The scale fl(d * sc) of sub-block s < 16 of a q3_K or q6_K block (exact).
+inline float q3k_group_scale(const std::byte* block, std::size_t s) noexcept {
+    return f16_to_float(load_le<std::uint16_t>(block + 108)) * static_cast<float>(q3k_scale(block + 96, s));
+}
+inline float q6k_group_scale(const std::byte* block, std::size_t s) noexcept {
+    return f16_to_float(load_le<std::uint16_t>(block + 208)) *
+           static_cast<float>(load_le<std::int8_t>(block + 192 + s));
+}
+
+/// Sub-block s < 16 (elements 16 s to 16 s + 15) of a q2_K, q3_K or q6_K block as an affine group of 16
+/// (the mapping at the top of this file): codes q (< 4), q + 4 (< 8) or q + 32 (< 64).
+inline AffineGroup16 q2k_group(const std::byte* block, std::size_t s) noexcept {
+    AffineGroup16 group{};
+    float min = 0.0f;
+    q2k_group_scale_min(block, s, group.scale, min);
+    group.bias = -min;
+    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q2k_code(block, 16 * s + l));
+    return group;
+}
+inline AffineGroup16 q3k_group(const std::byte* block, std::size_t s) noexcept {
+    AffineGroup16 group{};
+    group.scale = q3k_group_scale(block, s);
+    group.bias = -4.0f * group.scale;
+    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q3k_code(block, 16 * s + l) + 4);
+    return group;
+}
+inline AffineGroup16 q6k_group(const std::byte* block, std::size_t s) noexcept {
+    AffineGroup16 group{};
+    group.scale = q6k_group_scale(block, s);
+    group.bias = -32.0f * group.scale;
+    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q6k_code(block, 16 * s + l) + 32);
+    return group;
+}
+
 // Each dequantize_*_blocks(bytes, blocks, out) writes the 256 values of each of `blocks` consecutive
 // super-blocks at bytes into out, as the layout at the top of this file, sub-block by sub-block (the
 // scale and min once per sub-block).
@@ -84,15 +151,11 @@ inline int q3k_scale(const std::byte* scales, std::size_t s) noexcept {
 inline void dequantize_q2k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 84 * b;
-        const float d = f16_to_float(load_le<std::uint16_t>(block + 80));
-        const float dmin = f16_to_float(load_le<std::uint16_t>(block + 82));
         for (std::size_t s = 0; s < 16; ++s) {
-            const int packed = kquant_byte(block, s);
-            const float scale = d * static_cast<float>(packed & 15), min = dmin * static_cast<float>(packed >> 4);
-            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
-                const int q = kquant_byte(block + 16, 32 * (i / 128) + i % 32) >> (2 * (i % 128 / 32)) & 3;
-                *out = scale * static_cast<float>(q) - min;
-            }
+            float scale = 0.0f, min = 0.0f;
+            q2k_group_scale_min(block, s, scale, min);
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out)
+                *out = scale * static_cast<float>(q2k_code(block, i)) - min;
         }
     }
 }
@@ -100,15 +163,10 @@ inline void dequantize_q2k_blocks(const std::byte* bytes, std::size_t blocks, fl
 inline void dequantize_q3k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 110 * b;
-        const float d = f16_to_float(load_le<std::uint16_t>(block + 108));
         for (std::size_t s = 0; s < 16; ++s) {
-            const float scale = d * static_cast<float>(q3k_scale(block + 96, s));
-            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
-                const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
-                const int low = kquant_byte(block + 32, 32 * h + l) >> (2 * k) & 3;
-                const int high = kquant_byte(block, l) >> (4 * h + k) & 1;
-                *out = scale * static_cast<float>(low - 4 * (1 - high));
-            }
+            const float scale = q3k_group_scale(block, s);
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out)
+                *out = scale * static_cast<float>(q3k_code(block, i));
         }
     }
 }
@@ -149,15 +207,10 @@ void dequantize_q45k_blocks(const std::byte* bytes, std::size_t blocks, float* o
 inline void dequantize_q6k_blocks(const std::byte* bytes, std::size_t blocks, float* out) noexcept {
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::byte* block = bytes + 210 * b;
-        const float d = f16_to_float(load_le<std::uint16_t>(block + 208));
         for (std::size_t s = 0; s < 16; ++s) {
-            const float scale = d * static_cast<float>(load_le<std::int8_t>(block + 192 + s));
-            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out) {
-                const std::size_t h = i / 128, k = i % 128 / 32, l = i % 32;
-                const int low = kquant_byte(block, 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1)) & 15;
-                const int high = kquant_byte(block + 128, 32 * h + l) >> (2 * k) & 3;
-                *out = scale * static_cast<float>((low | high << 4) - 32);
-            }
+            const float scale = q6k_group_scale(block, s);
+            for (std::size_t i = 16 * s; i < 16 * s + 16; ++i, ++out)
+                *out = scale * static_cast<float>(q6k_code(block, i));
         }
     }
 }

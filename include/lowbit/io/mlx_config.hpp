@@ -105,11 +105,11 @@ private:
     static std::string json_text(const nlohmann::json& value);
 
     static void check_format(const std::string& where, const LayerQuantization& format) {
-        if (!is_supported_format(format.mode, format.group_size, format.bits))
+        if (!is_mlx_format(format.mode, format.group_size, format.bits))
             throw std::invalid_argument(
                 "lowbit::MlxQuantization: " + io_detail::quoted(where) + ": mode = " + format.mode +
                 ", group_size = " + std::to_string(format.group_size) + ", bits = " + std::to_string(format.bits) +
-                " is not supported (" + supported_formats_text() + ")");
+                " is not supported by MLX (" + supported_formats_text(true) + ")");
     }
 
     static nlohmann::json format_json(const LayerQuantization& format);

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -183,9 +184,10 @@ LOWBIT_ALWAYS_INLINE inline void unpack_panel_word(const PanelScratch<Arch, Form
 }
 
 /// The panel rows of group i of the slice, fl(s * q) for all NR columns, W per vector, from scratch.words_t, for
-/// codes that straddle words (3, 5 and 6 bits). Every 32 codes fill Bits whole words (a group holds whole such
-/// blocks), so code t of a block starts at bit t * Bits of the block: in word t * Bits / 32, shifted down by
-/// t * Bits % 32, with the next word's low bits above it where it straddles; the same shifts in every column.
+/// codes that straddle words (3, 5 and 6 bits). Every block of 32 / gcd(Bits, 32) codes (32 for 3 and 5 bits,
+/// 16 for 6) fills whole words (a group holds whole such blocks), so code t of a block starts at bit t * Bits of
+/// the block: in word t * Bits / 32, shifted down by t * Bits % 32, with the next word's low bits above it where
+/// it straddles; the same shifts in every column.
 template <class Arch, class Format>
 void unpack_panel_group(const PanelScratch<Arch, Format>& scratch, PanelBlockScales block, Index i, float* panel) {
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
@@ -194,21 +196,22 @@ void unpack_panel_group(const PanelScratch<Arch, Format>& scratch, PanelBlockSca
     constexpr Index W = static_cast<Index>(ubatch::size);
     constexpr int GroupSize = Format::group_size, Bits = Format::bits;
     constexpr int words_per_group = Format::words_per_group;
-    static_assert(GroupSize % 32 == 0, "unpack_panel_group: a group holds whole blocks of 32 codes");
+    constexpr int block_codes = 32 / std::gcd(Bits, 32), block_words = block_codes * Bits / 32;
+    static_assert(GroupSize % block_codes == 0, "unpack_panel_group: a group holds whole blocks of codes");
     const ubatch mask((std::uint32_t{1} << Bits) - 1);
-    for (int b = 0; b < GroupSize / 32; ++b)
+    for (int b = 0; b < GroupSize / block_codes; ++b)
         static_for<static_cast<int>(NR / W)>([&](auto column_vector) LOWBIT_ALWAYS_INLINE {
             constexpr Index j = decltype(column_vector)::value * W;
             const fbatch scales = fbatch::load_aligned(block.scales + i * NC + j);
-            const std::uint32_t* words = scratch.words_t.data() + (i * words_per_group + b * Bits) * NR + j;
-            static_for<32>([&](auto step) LOWBIT_ALWAYS_INLINE {
+            const std::uint32_t* words = scratch.words_t.data() + (i * words_per_group + b * block_words) * NR + j;
+            static_for<block_codes>([&](auto step) LOWBIT_ALWAYS_INLINE {
                 constexpr int t = decltype(step)::value;
                 constexpr int word = t * Bits / 32, shift = t * Bits % 32;
                 ubatch code = ubatch::load_aligned(words + word * NR) >> shift;
                 if constexpr (shift + Bits > 32)
                     code = code | (ubatch::load_aligned(words + (word + 1) * NR) << (32 - shift));
                 (F32Codes<Format>::template value<Arch>(code & mask) * scales)
-                    .store_aligned(panel + panel_offset<Arch, GroupSize>(i, b * 32 + t, j));
+                    .store_aligned(panel + panel_offset<Arch, GroupSize>(i, b * block_codes + t, j));
             });
         });
 }

@@ -1,10 +1,10 @@
 // Fast pack/unpack of MLX code streams, one 32-code block (= Bits words) at a time.
 //
 // Same layout as packing_reference.hpp (one little-endian bit stream per row, first code in the
-// lowest bits). A row is a whole number of blocks (GroupSize >= 32) or, for codes that fill whole words
-// (nvfp4's groups of 16 4-bit codes), blocks and then whole words (the tail loops below), so a block
-// never straddles a row. The block loops have compile-time trip
-// counts and shifts, so they unroll into straight-line shift/or code; no xsimd is needed here.
+// lowest bits). A row is a whole number of blocks (GroupSize >= 32) or, for groups of 16 (nvfp4's 4-bit
+// codes, the affine groups of 16 at 2, 4 and 6 bits), blocks and then a tail that fills whole words (the
+// tail loops below, which handle codes straddling two words), so a block never straddles a row. The block loops have
+// compile-time trip counts and shifts, so they unroll into straight-line shift/or code; no xsimd is needed here.
 #pragma once
 
 #include "../config.hpp"
@@ -20,7 +20,7 @@ namespace detail::kernels {
 /// Codes per block; a block is exactly Bits words.
 inline constexpr std::size_t codes_per_block = 32;
 
-/// Codes of a row's last partial block: count % 32 codes, in whole words (the caller's contract).
+/// Codes of a row's last partial block: count % 32 codes, filling whole words (the caller's contract).
 template <int Bits>
 inline std::size_t tail_codes(std::size_t count) {
     static_assert(Bits >= 1 && Bits <= 8, "tail_codes: codes of 1 to 8 bits");
@@ -49,10 +49,12 @@ inline void pack_codes(const Code* codes, std::size_t count, std::uint32_t* word
     }
     const std::size_t done = count - tail_codes<Bits>(count);
     for (std::size_t j = done; j < count; ++j) {
-        const std::size_t bit = j * Bits;
+        const std::size_t bit = j * Bits, shift = bit % 32;
+        const auto code = static_cast<std::uint32_t>(codes[j]);
         std::uint32_t& word = words[bit / 32];
-        if (bit % 32 == 0) word = 0;
-        word |= static_cast<std::uint32_t>(codes[j]) << (bit % 32);
+        if (shift == 0) word = 0;
+        word |= code << shift;
+        if (shift + Bits > 32) words[bit / 32 + 1] = code >> (32 - shift);  // starts the next word
     }
 }
 
@@ -118,8 +120,12 @@ inline void unpack_codes(const std::uint32_t* words, std::size_t count, T* codes
             available -= Bits;
         }
     }
-    for (std::size_t j = count - tail_codes<Bits>(count); j < count; ++j)
-        codes[j] = static_cast<T>((words[j * Bits / 32] >> (j * Bits % 32)) & mask);
+    for (std::size_t j = count - tail_codes<Bits>(count); j < count; ++j) {
+        const std::size_t bit = j * Bits, shift = bit % 32;
+        std::uint64_t pair = words[bit / 32];
+        if (shift + Bits > 32) pair |= std::uint64_t{words[bit / 32 + 1]} << 32;
+        codes[j] = static_cast<T>((pair >> shift) & mask);
+    }
 }
 
 }  // namespace detail::kernels

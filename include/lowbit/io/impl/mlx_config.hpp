@@ -89,7 +89,7 @@ LOWBIT_IO_FUNC std::optional<LayerQuantization> MlxQuantization::parse_format(co
         }
         if (!known)
             throw format_error("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) + ": mode " +
-                               json_text(*mode) + " is not supported (" + supported_formats_text() + ")");
+                               json_text(*mode) + " is not supported (" + supported_formats_text(true) + ")");
     }
     const auto read = [&](nlohmann::json::const_iterator it, const char* key, std::int64_t& out) {
         if (it == object.end()) return;
@@ -101,10 +101,10 @@ LOWBIT_IO_FUNC std::optional<LayerQuantization> MlxQuantization::parse_format(co
     read(group, "group_size", group_size);
     read(bits, "bits", bit_count);
     const bool in_range = group_size > 0 && group_size <= 128 && bit_count > 0 && bit_count <= 8;
-    if (!in_range || !is_supported_format(mode_name, static_cast<int>(group_size), static_cast<int>(bit_count)))
+    if (!in_range || !is_mlx_format(mode_name, static_cast<int>(group_size), static_cast<int>(bit_count)))
         throw format_error("lowbit::read_mlx_config: " + label + ": " + io_detail::quoted(where) +
                            ": mode = " + mode_name + ", group_size = " + std::to_string(group_size) + ", bits = " +
-                           std::to_string(bit_count) + " is not supported (" + supported_formats_text() + ")");
+                           std::to_string(bit_count) + " is not supported (" + supported_formats_text(true) + ")");
     const LayerQuantization format{static_cast<int>(group_size), static_cast<int>(bit_count), mode_name};
     return format;
 }
