@@ -1,14 +1,18 @@
-// One linear layer of a GGUF model (no bias), run by lowbit in the format its tensor is stored in:
+// One linear layer of a GGUF model (no bias), run by lowbit in the format its tensor is stored in
+// (GgufFile::to_quantized, exact: docs/numerics.md N12.3):
 //
-//   q4_0, q4_1, q4_K -> QuantizedLinear<32, 4>   (MLX affine groups of 32; GgufFile::to_quantized, exact)
+//   q4_0, q4_1, q4_K -> QuantizedLinear<32, 4>   (affine groups of 32: a block or a k-quant sub-block)
 //   q5_0, q5_1, q5_K -> QuantizedLinear<32, 5>
 //   q8_0             -> QuantizedLinear<32, 8>
-//   f32, f16, bf16, q2_K, q3_K, q6_K -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
+//   q2_K             -> QuantizedLinear<16, 2>   (affine groups of 16: a k-quant sub-block)
+//   q3_K             -> QuantizedLinear<16, 4>   (3-bit codes widened to 4)
+//   q6_K             -> QuantizedLinear<16, 6>
+//   f32, f16, bf16   -> lowbit::Linear on the exact float values (GgufFile::to_matrix)
 //
 // Several tensors with the same input length can be stacked by rows into one layer (Q, K and V; gate and
 // up), so that one matmul reads the input once and runs at a larger, faster shape; the outputs come back
-// side by side in the order given. Neighbours of one type share a matmul; a mixed set (a Q4_K_M file's
-// q5_0 Q and K with a q8_0 V, say) runs one matmul per run of equal types.
+// side by side in the order given. Neighbours of one format share a matmul; a mixed set (a Q4_K_M file's
+// q5_0 Q and K with a q8_0 V, say) runs one matmul per run of equal formats.
 #pragma once
 
 #include <cstddef>
@@ -76,15 +80,20 @@ public:
 
     /// The output counts of the stacked tensors, in order.
     const std::vector<Eigen::Index>& outputs() const noexcept { return outs_; }
-    /// How lowbit runs it: "affine g32 B-bit" or "float", per matmul ("+" between them).
+    /// How lowbit runs it: "affine gG B-bit" or "float", per matmul ("+" between them).
     std::string runs_as() const {
         std::string text;
         for (const auto& part : parts_) {
             text += text.empty() ? "" : " + ";
-            text += std::holds_alternative<lowbit::QuantizedLinear<32, 4>>(part)   ? "affine g32 4-bit"
-                    : std::holds_alternative<lowbit::QuantizedLinear<32, 5>>(part) ? "affine g32 5-bit"
-                    : std::holds_alternative<lowbit::QuantizedLinear<32, 8>>(part) ? "affine g32 8-bit"
-                                                                                   : "float";
+            std::visit(
+                [&]<class Layer>(const Layer&) {
+                    if constexpr (std::is_same_v<Layer, lowbit::Linear>)
+                        text += "float";
+                    else
+                        text +=
+                            "affine g" + std::to_string(Layer::group_size) + " " + std::to_string(Layer::bits) + "-bit";
+                },
+                part);
         }
         return text;
     }
@@ -111,15 +120,15 @@ private:
         return stacked;
     }
 
-    template <int Bits>
-    static lowbit::QuantizedLinear<32, Bits> stacked_quantized(const lowbit::GgufFile& file,
-                                                               const std::vector<std::string>& names) {
-        using Quantized = lowbit::QuantizedMatrix<32, Bits>;
+    template <int GroupSize, int Bits>
+    static lowbit::QuantizedLinear<GroupSize, Bits> stacked_quantized(const lowbit::GgufFile& file,
+                                                                      const std::vector<std::string>& names) {
+        using Quantized = lowbit::QuantizedMatrix<GroupSize, Bits>;
         std::vector<typename Quantized::CodeMatrix> codes;
         std::vector<typename Quantized::ScaleMatrix> scales;
         std::vector<typename Quantized::BiasMatrix> biases;
         for (const auto& name : names) {
-            auto part = file.to_quantized<32, Bits>(name);
+            auto part = file.to_quantized<GroupSize, Bits>(name);
             codes.push_back(std::move(part.codes));
             scales.push_back(std::move(part.scales));
             biases.push_back(std::move(part.biases));
@@ -128,48 +137,53 @@ private:
         stacked.codes = stack_rows(std::move(codes));
         stacked.scales = stack_rows(std::move(scales));
         stacked.biases = stack_rows(std::move(biases));
-        return lowbit::QuantizedLinear<32, Bits>(std::move(stacked));
+        return lowbit::QuantizedLinear<GroupSize, Bits>(std::move(stacked));
     }
 
-    /// The code width lowbit runs a GGUF type at: 4, 5 or 8 (an exact affine g32 form), 0 for float.
-    static int code_bits(lowbit::GgmlType type) {
+    /// The affine format lowbit runs a GGUF type in, {group size, bits} (the table at the top), or {0, 0}
+    /// for float.
+    static std::pair<int, int> layer_format(lowbit::GgmlType type) {
         switch (type) {
             case lowbit::GgmlType::q4_0:
             case lowbit::GgmlType::q4_1:
             case lowbit::GgmlType::q4_k:
-                return 4;
+                return {32, 4};
             case lowbit::GgmlType::q5_0:
             case lowbit::GgmlType::q5_1:
             case lowbit::GgmlType::q5_k:
-                return 5;
+                return {32, 5};
             case lowbit::GgmlType::q8_0:
-                return 8;
+                return {32, 8};
+            case lowbit::GgmlType::q2_k:
+                return {16, 2};
+            case lowbit::GgmlType::q3_k:
+                return {16, 4};
+            case lowbit::GgmlType::q6_k:
+                return {16, 6};
             default:
-                return 0;
+                return {0, 0};
         }
     }
-    static bool same_layer(lowbit::GgmlType a, lowbit::GgmlType b) { return code_bits(a) == code_bits(b); }
+    static bool same_layer(lowbit::GgmlType a, lowbit::GgmlType b) { return layer_format(a) == layer_format(b); }
 
     using Part = std::variant<lowbit::Linear, lowbit::QuantizedLinear<32, 4>, lowbit::QuantizedLinear<32, 5>,
-                              lowbit::QuantizedLinear<32, 8>>;
+                              lowbit::QuantizedLinear<32, 8>, lowbit::QuantizedLinear<16, 2>,
+                              lowbit::QuantizedLinear<16, 4>, lowbit::QuantizedLinear<16, 6>>;
 
-    /// One matmul for `names` (types of one code width).
+    /// One matmul for `names` (types of one layer format).
     static Part make_part(const lowbit::GgufFile& file, const std::vector<std::string>& names) {
-        switch (code_bits(file.tensor_type(names.front()))) {
-            case 4:
-                return stacked_quantized<4>(file, names);
-            case 5:
-                return stacked_quantized<5>(file, names);
-            case 8:
-                return stacked_quantized<8>(file, names);
-            default: {
-                lowbit::Linear linear;
-                std::vector<RowMatrix> weights;
-                for (const auto& name : names) weights.push_back(file.to_matrix(name));
-                linear.weight = stack_rows(std::move(weights));
-                return linear;
-            }
-        }
+        const auto [group_size, bits] = layer_format(file.tensor_type(names.front()));
+        if (group_size == 32 && bits == 4) return stacked_quantized<32, 4>(file, names);
+        if (group_size == 32 && bits == 5) return stacked_quantized<32, 5>(file, names);
+        if (group_size == 32 && bits == 8) return stacked_quantized<32, 8>(file, names);
+        if (group_size == 16 && bits == 2) return stacked_quantized<16, 2>(file, names);
+        if (group_size == 16 && bits == 4) return stacked_quantized<16, 4>(file, names);
+        if (group_size == 16 && bits == 6) return stacked_quantized<16, 6>(file, names);
+        lowbit::Linear linear;
+        std::vector<RowMatrix> weights;
+        for (const auto& name : names) weights.push_back(file.to_matrix(name));
+        linear.weight = stack_rows(std::move(weights));
+        return linear;
     }
 
     static RowMatrix part_forward(const Part& part, const RowMatrix& x, lowbit::Activations activations) {

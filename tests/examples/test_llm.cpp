@@ -1,7 +1,8 @@
 // examples/llm: the byte-level BPE tokenizer (pre-tokenizer worked examples, merges by rank, special
 // tokens, decoding) and the llama forward on a tiny random GGUF this test writes (every tensor f32, or
 // the projections Q8_0 / Q4_1): the cached forward token by token equals the whole-sequence forward, and
-// both match a naive double-precision forward written out here; the bad inputs the runner names.
+// both match a naive double-precision forward written out here; a projection of k-quant tensors (groups
+// of 16) against its float product; the bad inputs the runner names.
 // The real SmolLM2 checks (llama.cpp's token ids and greedy text) are lowbit-llm --check (ctest
 // example.llm).
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -425,6 +427,58 @@ TEST_CASE("llm forward at 1 and 2 threads, around each split's grain", "[llm][th
                 CHECK((logits[1] - logits[0]).norm() <= 1e-2 * logits[0].norm());
         }
     }
+}
+
+/// `blocks` k-quant super-blocks of `block_bytes` bytes: random bytes, the f16 fields at `f16_offsets`
+/// set to small random scales (either sign).
+std::vector<std::byte> random_kquant(std::mt19937_64& rng, std::size_t block_bytes,
+                                     std::initializer_list<std::size_t> f16_offsets, std::size_t blocks) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+    std::vector<std::byte> bytes(block_bytes * blocks);
+    for (auto& b : bytes) b = static_cast<std::byte>(byte(rng));
+    for (std::size_t b = 0; b < blocks; ++b)
+        for (const std::size_t offset : f16_offsets) {
+            const std::uint16_t bits = lowbit::io_detail::float_to_f16(scale(rng));
+            std::memcpy(bytes.data() + b * block_bytes + offset, &bits, 2);
+        }
+    return bytes;
+}
+
+TEST_CASE("llm projection: q2_K, q3_K and q6_K run as affine groups of 16, neighbours of one format stacked", "[llm]") {
+    auto rng = lowbit::test::make_rng(4343);
+    constexpr std::uint32_t q2_k = 10, q3_k = 11, q6_k = 14;
+    constexpr std::size_t in = 512, superblocks_per_row = in / 256;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    RowMatrix q4_weight(8, in);
+    for (Eigen::Index i = 0; i < q4_weight.size(); ++i) q4_weight.data()[i] = normal(rng);
+    const auto bytes = GgufBuilder{}
+                           .tensor("a", {in, 8}, q6_k, random_kquant(rng, 210, {208}, 8 * superblocks_per_row))
+                           .tensor("b", {in, 24}, q6_k, random_kquant(rng, 210, {208}, 24 * superblocks_per_row))
+                           .tensor("c", {in, 16}, q3_k, random_kquant(rng, 110, {108}, 16 * superblocks_per_row))
+                           .tensor("d", {in, 8}, q2_k, random_kquant(rng, 84, {80, 82}, 8 * superblocks_per_row))
+                           .tensor("e", {in, 8}, ggml_q4_1, q4_1_bytes(q4_weight))
+                           .build();
+    const auto file = lowbit::GgufFile::from_bytes(bytes);
+    const std::vector<std::string> names{"a", "b", "c", "d", "e"};
+    const auto projection = llm::Projection::from_gguf(file, "k.gguf", names, in);
+    CHECK(projection.runs_as() == "affine g16 6-bit + affine g16 4-bit + affine g16 2-bit + affine g32 4-bit");
+    CHECK(projection.outputs() == std::vector<Eigen::Index>{8, 24, 16, 8, 8});
+    RowMatrix weight(64, in);
+    Eigen::Index row = 0;
+    for (const auto& name : names) {
+        const RowMatrix part = file.to_matrix(name);
+        weight.middleRows(row, part.rows()) = part;
+        row += part.rows();
+    }
+    RowMatrix x(3, in);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+    const Eigen::MatrixXd expected = x.cast<double>() * weight.cast<double>().transpose();
+    const double scale = expected.cwiseAbs().maxCoeff();
+    const Eigen::MatrixXd f32 = projection.forward(x, lowbit::Activations::f32).cast<double>();
+    CHECK((f32 - expected).cwiseAbs().maxCoeff() <= 1e-5 * scale);
+    const Eigen::MatrixXd int8 = projection.forward(x, lowbit::Activations::int8).cast<double>();
+    CHECK((int8 - expected).cwiseAbs().maxCoeff() <= 3e-2 * scale);
 }
 
 TEST_CASE("llm perplexity and sampling on the tiny model", "[llm]") {

@@ -479,11 +479,14 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
     ByteWriter inf_block;
     inf_block.put<std::uint16_t>(0x7c00);  // d = +Inf
     for (int j = 0; j < 16; ++j) inf_block.put<std::uint8_t>(0x88);
+    std::vector<std::byte> k6_inf_block(2 * 210);  // the second super-block's d = +Inf
+    k6_inf_block[210 + 208] = std::byte{0x00}, k6_inf_block[210 + 209] = std::byte{0x7c};
     const auto bytes = GgufBuilder{}
                            .tensor("inf", {32}, q4_0, inf_block.bytes)
                            .tensor("k", {256}, q4_k, std::vector<std::byte>(144))
                            .tensor("k5", {256}, q5_k, std::vector<std::byte>(176))
                            .tensor("k6", {256}, q6_k, std::vector<std::byte>(210))
+                           .tensor("k6inf", {512}, q6_k, k6_inf_block)
                            .tensor("iq4", {32}, iq4_nl, std::vector<std::byte>(18))
                            .tensor("q8", {32}, q8_0, std::vector<std::byte>(34))
                            .build();
@@ -500,6 +503,8 @@ TEST_CASE("GGUF conversions refuse what has no exact form, naming the tensor and
                       ContainsSubstring("'k6'") && ContainsSubstring("q6_K needs GroupSize = 16"));
     CHECK_THROWS_WITH((file.to_quantized<16, 4>("k6")), ContainsSubstring("'k6'") && ContainsSubstring("Bits >= 6"));
     CHECK((lowbit::dequantize(file.to_quantized<16, 6>("k6")).isZero()));
+    CHECK_THROWS_WITH((file.to_quantized<16, 6>("k6inf")),
+                      ContainsSubstring("'k6inf'") && ContainsSubstring("block 1 (row 0) has scale d = inf"));
     CHECK_THROWS_WITH((file.to_quantized<16, 4>("k")), ContainsSubstring("q4_K needs GroupSize = 32"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("k5")), ContainsSubstring("Bits >= 5"));
     CHECK_THROWS_WITH((file.to_quantized<32, 4>("q8")), ContainsSubstring("Bits = 8"));

@@ -1,7 +1,7 @@
 // GgufFile: a GGUF file (llama.cpp / ggml, versions 2 and 3, little-endian) mapped read-only; its
 // metadata, tensor infos, F32 / F16 / BF16 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 and k-quant (q2_K to q6_K)
 // tensors as float matrices, and Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / q4_K / q5_K tensors as exact
-// QuantizedMatrix<32, Bits> (docs/numerics.md N12;
+// QuantizedMatrix<32, Bits>, q2_K / q3_K / q6_K as exact QuantizedMatrix<16, Bits> (docs/numerics.md N12;
 // block layouts in gguf_blocks.hpp and gguf_kquants.hpp).
 //
 //   | "GGUF" | version u32 | tensor_count u64 | kv_count u64 |
@@ -236,7 +236,8 @@ public:
     ///   - groups of 16 (a k-quant sub-block): q2_K at Bits in {2, 4, 6}; q3_K at Bits in {4, 6} (its
     ///     3-bit codes widened); q6_K at Bits = 6.
     /// Throws std::invalid_argument for another type, a GroupSize other than the type's, a Bits that
-    /// cannot hold the codes, or a Q4_0 / Q5_0 / Q8_0 block whose scale d is Inf or NaN (naming the block).
+    /// cannot hold the codes, or a Q4_0 / Q5_0 / Q8_0 / q3_K / q6_K block whose scale d is Inf or NaN
+    /// (naming the block).
     template <int GroupSize, int Bits>
     QuantizedMatrix<GroupSize, Bits> to_quantized(std::string_view name) const {
         static_assert(GroupSize == 32 || GroupSize == 16,
@@ -288,6 +289,17 @@ public:
                                                           static_cast<std::uint64_t>(g / subs)) *
                                                              block_bytes;
                         const auto sub_block = static_cast<std::size_t>(g % subs);
+                        // q3_K and q6_K have a bias -o * scale: a non-finite d has no exact form (as Q4_0's).
+                        const bool scaled_offset = info.type == GgmlType::q3_k || info.type == GgmlType::q6_k;
+                        const float d = io_detail::f16_to_float(
+                            io_detail::load_le<std::uint16_t>(block + (info.type == GgmlType::q3_k   ? 108
+                                                                       : info.type == GgmlType::q6_k ? 208
+                                                                                                     : 0)));
+                        if (scaled_offset && sub_block == 0 && !std::isfinite(d))
+                            throw tensor_error(info.name, "block " + std::to_string(r * (groups / subs) + g / subs) +
+                                                              " (row " + std::to_string(r) +
+                                                              ") has scale d = " + std::to_string(d) +
+                                                              ", which has no exact QuantizedMatrix form");
                         const auto store = [&](const auto& group) {
                             result.scales(row, g) = group.scale;
                             result.biases(row, g) = group.bias;
