@@ -37,10 +37,10 @@ void read_value(const lowbit::GgufValue& value) {
     }
 }
 
-template <int Bits>
+template <int GroupSize, int Bits>
 void check_quantized(const lowbit::GgufFile& file, const std::string& name, const lowbit::RowMatrixXf* reference) {
     try {
-        const auto q = file.to_quantized<32, Bits>(name);
+        const auto q = file.to_quantized<GroupSize, Bits>(name);
         if (reference == nullptr) violation("to_quantized succeeded where to_matrix failed", name);
         const lowbit::RowMatrixXf w = lowbit::dequantize(q);
         if (w.rows() != reference->rows() || w.cols() != reference->cols()) violation("to_quantized shape", name);
@@ -74,9 +74,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     violation("to_matrix shape", name);
             } catch (const std::invalid_argument&) {
             }
-            check_quantized<4>(file, name, matrix ? &*matrix : nullptr);
-            check_quantized<5>(file, name, matrix ? &*matrix : nullptr);
-            check_quantized<8>(file, name, matrix ? &*matrix : nullptr);
+            const lowbit::RowMatrixXf* reference = matrix ? &*matrix : nullptr;
+            check_quantized<32, 4>(file, name, reference);  // Q4_0, Q4_1, q4_K (and narrower codes: refused)
+            check_quantized<32, 5>(file, name, reference);
+            check_quantized<32, 8>(file, name, reference);
+            check_quantized<16, 4>(file, name, reference);  // q2_K, q3_K (and the groups of 32: refused)
+            check_quantized<16, 6>(file, name, reference);  // q2_K, q3_K, q6_K
         }
     } catch (const std::invalid_argument&) {
     }

@@ -129,19 +129,21 @@ inline AffineGroup16 q2k_group(const std::byte* block, std::size_t s) noexcept {
     for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q2k_code(block, 16 * s + l));
     return group;
 }
-inline AffineGroup16 q3k_group(const std::byte* block, std::size_t s) noexcept {
+/// Sub-block s of a signed k-quant block (q3_K: Offset 4, q6_K: Offset 32) with this scale, whose codes
+/// `code(block, i)` are the signed q: codes q + Offset, bias -Offset * scale.
+template <int Offset, class Code>
+AffineGroup16 offset_group(const std::byte* block, std::size_t s, float scale, Code code) noexcept {
     AffineGroup16 group{};
-    group.scale = q3k_group_scale(block, s);
-    group.bias = -4.0f * group.scale;
-    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q3k_code(block, 16 * s + l) + 4);
+    group.scale = scale;
+    group.bias = -static_cast<float>(Offset) * scale;
+    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(code(block, 16 * s + l) + Offset);
     return group;
 }
+inline AffineGroup16 q3k_group(const std::byte* block, std::size_t s) noexcept {
+    return offset_group<4>(block, s, q3k_group_scale(block, s), q3k_code);
+}
 inline AffineGroup16 q6k_group(const std::byte* block, std::size_t s) noexcept {
-    AffineGroup16 group{};
-    group.scale = q6k_group_scale(block, s);
-    group.bias = -32.0f * group.scale;
-    for (std::size_t l = 0; l < 16; ++l) group.codes[l] = static_cast<std::uint8_t>(q6k_code(block, 16 * s + l) + 32);
-    return group;
+    return offset_group<32>(block, s, q6k_group_scale(block, s), q6k_code);
 }
 
 // Each dequantize_*_blocks(bytes, blocks, out) writes the 256 values of each of `blocks` consecutive

@@ -44,9 +44,9 @@ struct QgemvF32Batch {
     static constexpr int max_rows = 4;            ///< x rows per pass
     static constexpr int cols = W >= 16 ? 2 : 1;  ///< output columns (weight rows) per pass
     /// Blocks of deep_min_rows .. deep_rows x rows go through qgemv_f32_batch_rows_deep (deep_rows 0:
-    /// none; 16 vector registers cannot hold 2 * 8 accumulators and the code and x vectors). At 3 and 4
-    /// rows it is 1.1 to 1.4 times as fast as the 2-column kernel, whose x rows outgrow L1; at 2 rows
-    /// no faster (benchmarks/README.md).
+    /// none; 16 vector registers cannot hold 2 * 8 accumulators and the code and x vectors). From 3 rows
+    /// on it beats the 2-column kernel, whose x rows outgrow L1; at 2 rows it does not (measured:
+    /// benchmarks/README.md).
     static constexpr int deep_rows = W >= 16 ? 8 : 0;
     static constexpr int deep_min_rows = 3;
     /// Output columns per pass of the deep kernel: each x vector loaded from L1 feeds two fmas, where with
@@ -54,13 +54,12 @@ struct QgemvF32Batch {
     /// exceed the register file; the totals spill, touched once a chunk.
     static constexpr int deep_cols = 2;
     /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
-    /// (32 KiB for 4-bit codes on AVX-512). M = 8 to 32, 4096 x 4096 q4: 10 to 15 % faster than two
-    /// passes of 4 rows over the whole rows (benchmarks/README.md).
+    /// (32 KiB for 4-bit codes on AVX-512): faster than two passes of 4 rows over the whole rows
+    /// (benchmarks/README.md).
     static constexpr Eigen::Index deep_chunks = 8;
     /// The largest M it is chosen for: above it the panel GEMM, which unpacks each code once for up to
-    /// MC rows, is faster. The crossover depends on the core: about M = 32 on the Intel hosts (the GEMM
-    /// no faster at 32), between 16 and 20 on a Zen 5 (the GEMM 1.11 to 1.23 times as fast at M = 20 to
-    /// 32, 4096 x 4096 q4 and q8, 1 thread; benchmarks/README.md).
+    /// MC rows, is faster. The crossover depends on the core, between M = 16 and 32 on the hosts
+    /// measured (benchmarks/README.md); 16 is the lower end.
     static constexpr Eigen::Index max_m = 16;
 };
 

@@ -53,10 +53,9 @@ struct Int8TileShape {
     /// The tiles of the first row block of a pass over a layer's panels (the ones that bring the panels
     /// in; qgemm_i8's own panels were just packed, in cache) prefetch the panel prefetch_bytes ahead
     /// (rounded up to whole records) into L2: with words, scales and biases in three arrays, the
-    /// hardware prefetcher alone left the q4 GEMV over DRAM-resident weights at 0.76 to 0.84 of a read
-    /// of the same size; 4 KiB ahead reached 0.94 to 1.16 (1 and 2 threads), and M = 8 to 32 ran 1.06
-    /// to 1.16 times as fast as with the prefetch at M <= 2 only. The later row blocks find the panels
-    /// in L2, and prefetching there too cost 2.5 % at M = 512 (benchmarks/README.md). Panels are
+    /// hardware prefetcher alone left the GEMV over DRAM-resident weights short of a plain read of the
+    /// same size, and 4 KiB ahead closes the gap (and speeds up small M as well). The later row blocks
+    /// find the panels in L2, where prefetching again costs time (benchmarks/README.md). Panels are
     /// consecutive, so this runs into the next. The one-row GEMV walks two panels without prefetch.
     static constexpr std::size_t prefetch_bytes = 4096;
 };
@@ -101,8 +100,8 @@ void int8_tile(const Epilogue& epilogue, const Int8BlockData& rows, const std::u
     constexpr int code_bits = Bits == 8 ? 8 : 6;  // AVX2's dot splits 8-bit codes; 2..6 bits are exact
     constexpr std::uint8_t mask = static_cast<std::uint8_t>((1u << layout::byte_bits) - 1u);
     constexpr Eigen::Index record_units = layout::record_units(NR);
-    // `prefetch` stays a run-time flag: as a template parameter (two instantiations) the GEMM at M = 2
-    // to 8 over DRAM ran 0.85 to 0.90 times as fast (benchmarks/README.md).
+    // `prefetch` stays a run-time flag: as a template parameter (two instantiations) the GEMM at small
+    // M over DRAM ran slower (benchmarks/README.md).
     // The prefetch distance in whole records, so that each load's prefetch lands on the same place of a
     // later record and together they cover all of it.
     constexpr std::size_t record_bytes = static_cast<std::size_t>(record_units) * sizeof(std::uint32_t);
