@@ -247,6 +247,7 @@ public:
         const bool q5 = info.type == GgmlType::q5_0 || info.type == GgmlType::q5_1 || info.type == GgmlType::q5_k;
         const bool q16 = info.type == GgmlType::q2_k || info.type == GgmlType::q3_k || info.type == GgmlType::q6_k;
         const bool kquant32 = info.type == GgmlType::q4_k || info.type == GgmlType::q5_k;
+        const bool signed_kquant = info.type == GgmlType::q3_k || info.type == GgmlType::q6_k;
         if (!q4 && !q5 && !q16 && info.type != GgmlType::q8_0)
             throw tensor_error(info.name, "type " + std::string(ggml_type_name(info.type)) +
                                               " has no exact QuantizedMatrix form (supported: q4_0, q4_1, q5_0, q5_1, "
@@ -290,16 +291,15 @@ public:
                                                              block_bytes;
                         const auto sub_block = static_cast<std::size_t>(g % subs);
                         // q3_K and q6_K have a bias -o * scale: a non-finite d has no exact form (as Q4_0's).
-                        const bool scaled_offset = info.type == GgmlType::q3_k || info.type == GgmlType::q6_k;
-                        const float d = io_detail::f16_to_float(
-                            io_detail::load_le<std::uint16_t>(block + (info.type == GgmlType::q3_k   ? 108
-                                                                       : info.type == GgmlType::q6_k ? 208
-                                                                                                     : 0)));
-                        if (scaled_offset && sub_block == 0 && !std::isfinite(d))
-                            throw tensor_error(info.name, "block " + std::to_string(r * (groups / subs) + g / subs) +
-                                                              " (row " + std::to_string(r) +
-                                                              ") has scale d = " + std::to_string(d) +
-                                                              ", which has no exact QuantizedMatrix form");
+                        if (signed_kquant && sub_block == 0) {
+                            const float d =
+                                info.type == GgmlType::q3_k ? io_detail::q3k_d(block) : io_detail::q6k_d(block);
+                            if (!std::isfinite(d))
+                                throw tensor_error(
+                                    info.name, "block " + std::to_string(r * (groups / subs) + g / subs) + " (row " +
+                                                   std::to_string(r) + ") has scale d = " + std::to_string(d) +
+                                                   ", which has no exact QuantizedMatrix form");
+                        }
                         const auto store = [&](const auto& group) {
                             result.scales(row, g) = group.scale;
                             result.biases(row, g) = group.bias;

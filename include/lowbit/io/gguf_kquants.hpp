@@ -110,13 +110,19 @@ inline void q2k_group_scale_min(const std::byte* block, std::size_t s, float& sc
     scale = f16_to_float(load_le<std::uint16_t>(block + 80)) * static_cast<float>(packed & 15);
     min = f16_to_float(load_le<std::uint16_t>(block + 82)) * static_cast<float>(packed >> 4);
 }
+/// The super-block scale d of a q3_K or q6_K block.
+inline float q3k_d(const std::byte* block) noexcept {
+    return f16_to_float(load_le<std::uint16_t>(block + 108));
+}
+inline float q6k_d(const std::byte* block) noexcept {
+    return f16_to_float(load_le<std::uint16_t>(block + 208));
+}
 /// The scale fl(d * sc) of sub-block s < 16 of a q3_K or q6_K block (exact).
 inline float q3k_group_scale(const std::byte* block, std::size_t s) noexcept {
-    return f16_to_float(load_le<std::uint16_t>(block + 108)) * static_cast<float>(q3k_scale(block + 96, s));
+    return q3k_d(block) * static_cast<float>(q3k_scale(block + 96, s));
 }
 inline float q6k_group_scale(const std::byte* block, std::size_t s) noexcept {
-    return f16_to_float(load_le<std::uint16_t>(block + 208)) *
-           static_cast<float>(load_le<std::int8_t>(block + 192 + s));
+    return q6k_d(block) * static_cast<float>(load_le<std::int8_t>(block + 192 + s));
 }
 
 /// Sub-block s < 16 (elements 16 s to 16 s + 15) of a q2_K, q3_K or q6_K block as an affine group of 16
