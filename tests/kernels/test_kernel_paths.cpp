@@ -7,6 +7,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <lowbit/detail/mlx_affine/f32_gemv_straddling.hpp>
 #include <lowbit/lowbit.hpp>
 
 namespace {
@@ -63,16 +64,21 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
         check_ran(KernelOp::matmul_f32_batch, "matmul_f32_batch (M = 7, 4-bit)");
     check_ran(KernelOp::quantize_group, "quantize_group");
 
-    // Codes that straddle words (3-bit) have their own GEMV at M = 1 and no batch GEMV: M = 7 takes the
-    // GEMM kernel, still SIMD (the reference records M > 1 as a GEMM, so this holds for SIMD builds only).
+    // Codes that straddle words (3-bit) have their own GEMV at M = 1 and batch GEMV up to
+    // StraddlingGemv::batch_max_m rows, then the GEMM kernel, all SIMD (the reference records M > 1 as a
+    // GEMM, so this holds for SIMD builds only).
     if constexpr (lowbit::detail::simd::enabled) {
+        using straddling =
+            lowbit::detail::kernels::StraddlingGemv<lowbit::detail::dispatch_arch, lowbit::MlxAffine<64, 3>>;
         lowbit::detail::reset_recorded_paths();
         const auto q3 = lowbit::quantize<64, 3>(w);
         (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), q3);
         check_ran(KernelOp::matmul_f32_gemv, "matmul_f32_gemv (M = 1, 3-bit)");
-        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(7, 128), q3);
-        check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = 7, 3-bit)");
-        CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_batch) == 0u);
+        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(straddling::batch_max_m, 128), q3);
+        check_ran(KernelOp::matmul_f32_batch, "matmul_f32_batch (M = batch_max_m, 3-bit)");
+        CHECK(lowbit::detail::recorded_paths(KernelOp::matmul_f32_gemm) == 0u);
+        (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(straddling::batch_max_m + 1, 128), q3);
+        check_ran(KernelOp::matmul_f32_gemm, "matmul_f32_gemm (M = batch_max_m + 1, 3-bit)");
     }
 }
 

@@ -281,7 +281,7 @@ RowMatrixXf random_matrix(std::mt19937_64& rng, Index rows, Index cols) {
     return Eigen::Map<const RowMatrixXf>(values.data(), rows, cols);
 }
 
-/// quantize, dequantize, quantized_matmul (one row: qgemv; up to 32: the batch GEMV; more: qgemm) and QuantizedLinear
+/// quantize, dequantize, quantized_matmul (one row: qgemv; up to 16: the batch GEMV; more: qgemm) and QuantizedLinear
 /// forward at every thread count equal the 1-thread results; dequantize also equals the scalar
 /// unpack-and-scale rule, and quantized_matmul is checked against the scalar reference kernel's
 /// result within the dot-product bound (it sums in a different order).
@@ -398,13 +398,21 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
         check_quantized_rows<64, 3>(rng, rows, 2048, 1);
     for (const Index rows : {Index{164}, Index{165}, Index{166}, Index{331}})
         check_quantized_rows<64, 6>(rng, rows, 2112, 1);
-    // The batch GEMV (2 to 32 rows of x, Bits in {2, 4, 8}): about 256 KiB of codes per range counted
+    // The batch GEMV (2 to 16 rows of x, Bits in {2, 4, 8}): about 256 KiB of codes per range counted
     // once per block of rows of x (8 on AVX-512, else 4), 2^18 / (cols * Bits / 8 * blocks) output
     // rows: for 512 4-bit columns and 9 rows of x, 512 (2 blocks) or 341 (3 blocks).
     constexpr Index block_rows = batch_block_rows<lowbit::detail::dispatch_arch>();
     const Index batch_grain = (Index{1} << 18) / (256 * ((9 + block_rows - 1) / block_rows));
     for (const Index rows : {batch_grain - 1, batch_grain, batch_grain + 1, 2 * batch_grain + 1, 3 * batch_grain + 1})
         check_quantized_rows<64, 4>(rng, rows, 512, 9);
+    // The batch GEMV of codes that straddle words (2 to 8 rows of x, Bits in {3, 5, 6}), on the same
+    // grain: for 512 3-bit columns (192 bytes of codes a row) and 4 rows of x (one block of rows on
+    // every instruction set), 2^18 / 192 = 1365 output rows; 640 5-bit columns end in a partial chunk,
+    // read on into the next row's words.
+    const Index straddling_grain = (Index{1} << 18) / 192;
+    for (const Index rows : {straddling_grain - 1, straddling_grain, straddling_grain + 1, 2 * straddling_grain + 1})
+        check_quantized_rows<64, 3>(rng, rows, 512, 4);
+    check_quantized_rows<32, 5>(rng, 2 * ((Index{1} << 18) / 400) + 1, 640, 3);
     // qgemm (more rows of x, or other bit widths): tiles of 256 output columns by 256 rows of x, one
     // tile per task.
     for (const Index rows : {Index{255}, Index{256}, Index{257}, Index{513}, Index{769}, Index{1025}})

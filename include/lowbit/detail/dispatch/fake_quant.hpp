@@ -1,19 +1,21 @@
 // dispatch/ is the one place kernels are selected (one file per family of operations: this one for the
 // element-wise fake-quant passes, mlx_affine.hpp for the matmul on MLX affine codes): by operation, by
-// weight format, and by the instruction set this translation unit was compiled for (simd::arch). Every operation falls back to its scalar reference
-// where no specialised kernel exists (LOWBIT_FORCE_SCALAR, a target xsimd has no unit for, or a format
-// or bit width without a kernel). Callers (the threaded passes and the public entry points) never
-// choose between kernel and reference themselves.
+// weight format, and by the instruction set this translation unit was compiled for (simd::arch). Every
+// operation falls back to its scalar reference where no specialised kernel exists (LOWBIT_FORCE_SCALAR, a
+// target xsimd has no unit for, or a format or bit width without a kernel). Callers (the threaded passes
+// and the public entry points) never choose between kernel and reference themselves.
 //
-//   operation                    format            kernel (any xsimd Arch)              reference
-//   fake_quantize_forward        -                 kernels::fake_quantize_forward       reference::fake_quantize_forward
-//   backward_clamped             -                 kernels::backward_clamped            reference::backward_clamped
-//   finite_min_max               -                 kernels::finite_min_max              reference::finite_min_max
-//   matmul, f32 activations      MLX affine        kernels::qgemv_f32 (M = 1, Bits in   reference::quantized_matmul
-//                                                  {2, 4, 8}), kernels::qgemv_f32_batch
-//                                                  (2 <= M <= 16, same bits),
-//                                                  kernels::qgemm_f32 (rest)
-//   quantize a row of groups     MLX affine        kernels::quantize_row_f32            reference::quantize_group
+//   operation                    format           kernel (any xsimd Arch)              reference
+//   fake_quantize_forward        -                kernels::fake_quantize_forward       reference::fake_quantize_forward
+//   backward_clamped             -                kernels::backward_clamped            reference::backward_clamped
+//   finite_min_max               -                kernels::finite_min_max              reference::finite_min_max
+//   matmul, f32 activations      MLX affine       kernels::qgemv_f32 (M = 1, Bits in   reference::quantized_matmul
+//                                                 {1, 2, 4, 8}), kernels::qgemv_f32_batch
+//                                                 (2 <= M <= 16, same bits),
+//                                                 kernels::qgemv_f32_straddling(_batch)
+//                                                 (M = 1 and 2 <= M <= 8, Bits in {3, 5, 6}),
+//                                                 kernels::qgemm_f32 (rest)
+//   quantize a row of groups     MLX affine       kernels::quantize_row_f32            reference::quantize_group
 //
 // A new instruction set is a new simd::arch (detail/arch/) that the kernels above accept; a new kernel
 // for a format is one more row in its file (MlxAffineF32Kernels shows the shape of a kernel table); a new

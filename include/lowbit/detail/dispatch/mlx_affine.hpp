@@ -36,13 +36,22 @@ template <int GroupSize, int Bits, class Arch>
 struct MlxAffineF32Kernels {
     static constexpr bool simd = !std::is_same_v<Arch, void>;
     static constexpr bool whole_words = MlxAffine<GroupSize, Bits>::codes_in_whole_words;
-    static constexpr bool gemv = simd;                  ///< M = 1 (f32_gemv_straddling.hpp for 3, 5 and 6 bits)
-    static constexpr bool batch = simd && whole_words;  ///< 2 <= M <= QgemvF32Batch<Arch>::max_m
+    static constexpr bool gemv = simd;   ///< M = 1 (f32_gemv_straddling.hpp for 3, 5 and 6 bits)
+    static constexpr bool batch = simd;  ///< 2 <= M <= batch_max_m (the same file for 3, 5 and 6 bits)
     static constexpr bool gemm = simd;   ///< every M
+    /// The largest M the batch GEMV is chosen for (then the GEMM).
+    static constexpr Eigen::Index batch_max_m = [] {
+        if constexpr (!simd)
+            return Eigen::Index{0};
+        else if constexpr (whole_words)
+            return kernels::QgemvF32Batch<Arch>::max_m;
+        else
+            return kernels::StraddlingGemv<Arch, MlxAffine<GroupSize, Bits>>::batch_max_m;
+    }();
 };
 
-/// FormatKernels::matmul of the MLX affine format (contract there). A kernel the format lacks (the
-/// batch GEMV on 3, 5 or 6 bits, any kernel without SIMD) runs as the reference.
+/// FormatKernels::matmul of the MLX affine format (contract there). Without SIMD every kernel runs as
+/// the reference.
 template <int GroupSize, int Bits>
 KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Index M,
                                const QuantizedView<MlxAffine<GroupSize, Bits>>& q, float* out, Eigen::Index out_stride,
@@ -50,7 +59,8 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
     using table = MlxAffineF32Kernels<GroupSize, Bits, dispatch_arch>;
     if (kernel == MatmulKernel::automatic) {
         if (table::gemv && M == 1) kernel = MatmulKernel::gemv;
-        else if (table::batch && M <= kernels::QgemvF32Batch<dispatch_arch>::max_m) kernel = MatmulKernel::batch;
+        else if (table::batch && M <= table::batch_max_m)
+            kernel = MatmulKernel::batch;
         else kernel = MatmulKernel::gemm;
     }
     if constexpr (table::gemv) {
@@ -66,7 +76,10 @@ KernelRun run_quantized_matmul(const float* x, Eigen::Index x_stride, Eigen::Ind
     }
     if constexpr (table::batch) {
         if (kernel == MatmulKernel::batch) {
-            kernels::qgemv_f32_batch<dispatch_arch>(x, x_stride, M, q, out, out_stride);
+            if constexpr (table::whole_words)
+                kernels::qgemv_f32_batch<dispatch_arch>(x, x_stride, M, q, out, out_stride);
+            else
+                kernels::qgemv_f32_straddling_batch<dispatch_arch>(x, x_stride, M, q, out, out_stride);
             return {KernelOp::matmul_f32_batch, KernelPath::simd};
         }
     }

@@ -76,17 +76,13 @@ void qgemv_f32_batch(const float* x, Index x_stride, Index M, const QuantizedVie
     for (Index m = 0; m < M; ++m)
         permute_x_for_gemv<Arch, Format>(x + m * x_stride, K, x_lanes.data() + m * lanes_stride);
 
-    const Index row_bytes = K * Bits / 8;
-    // Output columns whose codes (about 128 KiB) stay in L2 while the row blocks pass over them.
-    const Index tile = std::max<Index>(1, (Index{1} << 17) / row_bytes);
     // Row blocks: deep_rows rows at a time where the deep kernel exists (a last block of fewer than
     // deep_min_rows rows by the 2-column kernel), else max_rows by the 2-column kernel.
     constexpr int deep_rows = QgemvF32Batch<Arch>::deep_rows, deep_min_rows = QgemvF32Batch<Arch>::deep_min_rows;
     constexpr int block_rows = deep_rows > 0 ? deep_rows : max_rows;
-    // A range must be worth a worker: about 256 KiB of codes times the row blocks.
-    const Index blocks = (M + block_rows - 1) / block_rows;
-    const std::size_t grain = static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / (row_bytes * blocks)));
-    parallel_for(static_cast<std::size_t>(N), grain, [&](std::size_t begin, std::size_t end) {
+    const BatchGemvSplit split = batch_gemv_split(K * Bits / 8, M, block_rows);
+    const Index tile = split.tile;
+    parallel_for(static_cast<std::size_t>(N), split.grain, [&](std::size_t begin, std::size_t end) {
         std::vector<float, xsimd::aligned_allocator<float, Arch::alignment()>> totals(
             deep_rows > 0 && M >= deep_min_rows ? static_cast<std::size_t>(tile * deep_rows * W) : 0);
         for (auto n0 = static_cast<Index>(begin); n0 < static_cast<Index>(end); n0 += tile) {

@@ -63,6 +63,20 @@ struct QgemvF32Batch {
     static constexpr Eigen::Index max_m = 16;
 };
 
+/// How a batch GEMV over rows of row_bytes bytes of codes and M rows of x (in blocks of block_rows) is
+/// split: `tile` output columns whose codes (about 128 KiB) stay in L2 while the blocks of x rows pass
+/// over them, and thread ranges (`grain` output columns at least) worth a worker: about 256 KiB of codes
+/// times the blocks.
+struct BatchGemvSplit {
+    Index tile;
+    std::size_t grain;
+};
+inline BatchGemvSplit batch_gemv_split(Index row_bytes, Index M, int block_rows) {
+    const Index blocks = (M + block_rows - 1) / block_rows;
+    return {std::max<Index>(1, (Index{1} << 17) / row_bytes),
+            static_cast<std::size_t>(std::max<Index>(4, (Index{1} << 18) / (row_bytes * blocks)))};
+}
+
 /// The chunk loop both batch kernels share: for chunks [c_begin, c_end) of output columns n0 .. n0 +
 /// Cols - 1 and Rows x rows,
 ///   total[r * Cols + j] += (sum over the chunk's code steps of code(n0 + j) * x_lane(r)) * lane scales,
