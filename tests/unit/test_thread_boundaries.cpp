@@ -405,7 +405,7 @@ TEST_CASE("quantized_matmul at output-row counts around its thread grains", "[th
     const Index batch_grain = (Index{1} << 18) / (256 * ((9 + block_rows - 1) / block_rows));
     for (const Index rows : {batch_grain - 1, batch_grain, batch_grain + 1, 2 * batch_grain + 1, 3 * batch_grain + 1})
         check_quantized_rows<64, 4>(rng, rows, 512, 9);
-    // The batch GEMV of codes that straddle words (2 to 8 rows of x, Bits in {3, 5, 6}), on the same
+    // The batch GEMV of codes that straddle words (2 to 7 rows of x, Bits in {3, 5, 6}), on the same
     // grain: for 512 3-bit columns (192 bytes of codes a row) and 4 rows of x (one block of rows on
     // every instruction set), 2^18 / 192 = 1365 output rows; 640 5-bit columns end in a partial chunk,
     // read on into the next row's words.

@@ -22,7 +22,7 @@ enum class KernelOp : std::size_t {
     finite_min_max,
     matmul_f32_gemv,   ///< M = 1 on MLX affine codes
     matmul_f32_gemm,   ///< M > 1, or a bit width without a GEMV kernel
-    matmul_f32_batch,  ///< the batch GEMVs: 2 <= M <= 16 (1, 2, 4, 8 bits) or 8 (3, 5, 6 bits)
+    matmul_f32_batch,  ///< the batch GEMVs: 2 <= M <= 16 (1, 2, 4, 8 bits) or 7 (3, 5, 6 bits)
     quantize_group,    ///< quantization of one group (any format)
     matmul_i8_gemv,    ///< Activations::int8, M = 1
     matmul_i8_gemm,    ///< Activations::int8, M > 1

@@ -13,7 +13,7 @@
 //                                                 {1, 2, 4, 8}), kernels::qgemv_f32_batch
 //                                                 (2 <= M <= 16, same bits),
 //                                                 kernels::qgemv_f32_straddling(_batch)
-//                                                 (M = 1 and 2 <= M <= 8, Bits in {3, 5, 6}),
+//                                                 (M = 1 and 2 <= M <= 7, Bits in {3, 5, 6}),
 //                                                 kernels::qgemm_f32 (rest)
 //   quantize a row of groups     MLX affine       kernels::quantize_row_f32            reference::quantize_group
 //

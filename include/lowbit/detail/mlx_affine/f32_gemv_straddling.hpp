@@ -154,10 +154,10 @@ struct StraddlingGemv {
     static constexpr int batch_rows = W >= 16 ? 8 : 4;
     static constexpr int batch_cols = W >= 16 ? 2 : 1;
     static constexpr Index slice_chunks = std::max(1, 32768 / (batch_rows * P * T * W * 4));
-    /// The largest M the batch form is chosen for: from about M = 8 on the panel GEMM, which unpacks
-    /// each code once for up to MC rows instead of once per batch_rows, is as fast (a straddling code
-    /// costs the batch form more code steps than a whole-word one; benchmarks/README.md).
-    static constexpr Index batch_max_m = 8;
+    /// The largest M the batch form is chosen for: from M = 8 on the panel GEMM, which unpacks each code
+    /// once for up to MC rows instead of once per batch_rows, is as fast (a straddling code costs the
+    /// batch form more code steps than a whole-word one; benchmarks/README.md).
+    static constexpr Index batch_max_m = 7;
 
     /// x_lanes[((c * P + v) * T + t) * W + i]: x of lane i's piece at step t of vector v of chunk c,
     /// times its power of two (exact unless x * 2^-31 is subnormal); 0 for no piece or a code past K.
