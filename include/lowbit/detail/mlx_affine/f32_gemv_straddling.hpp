@@ -178,7 +178,7 @@ struct StraddlingGemv {
 /// end of q's arrays, where the last chunk's reads past the row (the next rows' words and scales, or
 /// the row padding's) would leave them: zero-padded copies there, in one of Slots buffers (one per
 /// weight row a kernel holds at once). Lanes of the last chunk past the row meet x = 0 (permute_x) and
-/// take scale 0 (tail_lanes): a finite code times 0 is 0, whatever scale the next row has.
+/// take scale 0 (row_lanes): a finite code times 0 is 0, whatever scale the next row has.
 template <class Arch, class Format, int Slots>
 class StraddlingRowReader {
 public:
@@ -200,13 +200,15 @@ public:
                 in_row[static_cast<std::size_t>(i)] =
                     whole_chunks_ * chunk_words + v * W + i < row_words_ ? 1.0f : 0.0f;
             tail_lanes_[v] = xsimd::batch<float, Arch>::load_aligned(in_row.data()) != xsimd::batch<float, Arch>(0.0f);
+            all_lanes_[v] = xsimd::batch<float, Arch>(0.0f) == xsimd::batch<float, Arch>(0.0f);
         });
     }
 
-    Index whole_chunks() const { return whole_chunks_; }
     Index chunks() const { return chunks_; }
-    /// The lanes of the last chunk's P vectors that hold the row's words (for a row with a partial chunk).
-    const xsimd::batch_bool<float, Arch>* tail_lanes() const { return tail_lanes_.data(); }
+    /// The lanes of chunk c's P vectors that hold the row's words: all of them but in a partial last chunk.
+    const xsimd::batch_bool<float, Arch>* row_lanes(Index c) const {
+        return c < whole_chunks_ ? all_lanes_.data() : tail_lanes_.data();
+    }
 
     /// Row n's scales, readable for every chunk's W-lane load.
     const float* scales(Index n, int slot) {
@@ -217,10 +219,10 @@ public:
         return padded.data();
     }
 
-    /// The words of row n's last, partial chunk (chunk_words readable).
-    const std::uint32_t* tail_words(Index n, int slot) {
-        const std::uint32_t* words = &q_.codes(n, whole_chunks_ * chunk_words);
-        if (words + chunk_words <= codes_end_) return words;
+    /// The words of row n's chunk c (chunk_words readable).
+    const std::uint32_t* chunk_words_of(Index n, Index c, int slot) {
+        const std::uint32_t* words = &q_.codes(n, 0) + c * chunk_words;
+        if (c < whole_chunks_ || words + chunk_words <= codes_end_) return words;
         std::uint32_t* padded = padded_words_[static_cast<std::size_t>(slot)].data();
         std::fill(std::copy(words, &q_.codes(n, 0) + row_words_, padded), padded + chunk_words, 0u);
         return padded;
@@ -233,21 +235,22 @@ private:
     const float* scales_end_;
     std::array<std::vector<float>, Slots> padded_scales_;
     std::array<std::array<std::uint32_t, chunk_words>, Slots> padded_words_{};
-    std::array<xsimd::batch_bool<float, Arch>, P> tail_lanes_{};
+    std::array<xsimd::batch_bool<float, Arch>, P> tail_lanes_{}, all_lanes_{};
 };
 
 /// One chunk c (P vectors of W words) of Cols weight rows against Rows permuted x rows (lanes_stride
 /// floats apart):
 ///   total[r * Cols + j] += sum over vectors v of (sum over steps t of piece(v, t) * x_lane(r, v, t)) * lane scales(v)
 /// words[j]: the chunk's words of weight row j; scales[j]: that row's scales (StraddlingRowReader); ahead[j]: a row
-/// whose chunk c is prefetched into L2 (nullptr: none). Tail: the row's last chunk, lanes past the row scaled by 0.
-/// Each code vector feeds Rows fmas and each x vector Cols; one output (Rows = Cols = 1) alternates two
-/// accumulators to halve the fma chain.
-template <class Arch, class Format, int Rows, int Cols, bool Tail>
+/// whose chunk c is prefetched into L2 (nullptr: none); row_lanes: StraddlingRowReader::row_lanes(c), lanes past
+/// the row (in a partial last chunk) scaled by 0 (one select per vector, where a separate instance for the last
+/// chunk would double the compile time of this fully unrolled loop). Each code vector feeds Rows fmas and each x
+/// vector Cols; one output (Rows = Cols = 1) alternates two accumulators to halve the fma chain.
+template <class Arch, class Format, int Rows, int Cols>
 LOWBIT_ALWAYS_INLINE inline void accumulate_straddling_chunk(
     const std::array<const std::uint32_t*, Cols>& words, const std::array<const float*, Cols>& scales,
     const std::array<const std::uint32_t*, Cols>& ahead, Index c, const float* x_lanes, Index lanes_stride,
-    const xsimd::batch_bool<float, Arch>* tail_lanes, std::array<xsimd::batch<float, Arch>, Rows * Cols>& total) {
+    const xsimd::batch_bool<float, Arch>* row_lanes, std::array<xsimd::batch<float, Arch>, Rows * Cols>& total) {
     using fbatch = xsimd::batch<float, Arch>;
     using ubatch = xsimd::batch<std::uint32_t, Arch>;
     using gemv = StraddlingGemv<Arch, Format>;
@@ -291,7 +294,7 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_straddling_chunk(
                 scale = simd::permute_lanes(chunk_scales[j], ubatch::load_aligned(gemv::tables.group_lane[v]));
             else
                 scale = fbatch(scales[j][c * layout::chunk_words / Format::words_per_group]);
-            if constexpr (Tail) scale = xsimd::select(tail_lanes[v], scale, fbatch(0.0f));
+            scale = xsimd::select(row_lanes[v], scale, fbatch(0.0f));
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 constexpr int i = decltype(r)::value * Cols + decltype(j)::value;
                 fbatch sum = acc[i * A];
@@ -308,7 +311,6 @@ template <class Arch, class Format>
 void qgemv_f32_straddling_rows(const QuantizedView<Format>& q, const float* x_lanes, const float* x_sum, Index n_begin,
                                Index n_end, float* out) {
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr int chunk_words = StraddlingGemv<Arch, Format>::layout::chunk_words;
     if (n_begin >= n_end) return;
     StraddlingRowReader<Arch, Format, 1> rows(q);
     // Codes are prefetched into L2 two rows ahead, as in the whole-word GEMV (f32_gemv.hpp).
@@ -318,12 +320,9 @@ void qgemv_f32_straddling_rows(const QuantizedView<Format>& q, const float* x_la
         const std::array<const std::uint32_t*, 1> ahead{n + prefetch_rows < n_end ? &q.codes(n + prefetch_rows, 0)
                                                                                   : nullptr};
         std::array<fbatch, 1> total{fbatch(0.0f)};
-        for (Index c = 0; c < rows.whole_chunks(); ++c)
-            accumulate_straddling_chunk<Arch, Format, 1, 1, false>({&q.codes(n, c * chunk_words)}, scales, ahead, c,
-                                                                   x_lanes, 0, nullptr, total);
-        if (rows.whole_chunks() < rows.chunks())
-            accumulate_straddling_chunk<Arch, Format, 1, 1, true>(
-                {rows.tail_words(n, 0)}, scales, ahead, rows.whole_chunks(), x_lanes, 0, rows.tail_lanes(), total);
+        for (Index c = 0; c < rows.chunks(); ++c)
+            accumulate_straddling_chunk<Arch, Format, 1, 1>({rows.chunk_words_of(n, c, 0)}, scales, ahead, c, x_lanes,
+                                                            0, rows.row_lanes(c), total);
         out[n] = finish_row<Arch>(total[0], q, n, x_sum, static_cast<const GemvTail<Arch>*>(nullptr), nullptr);
     }
 }
@@ -360,37 +359,39 @@ void qgemv_f32_straddling_batch_rows(
     StraddlingRowReader<Arch, Format, StraddlingGemv<Arch, Format>::batch_cols>& rows) {
     using fbatch = xsimd::batch<float, Arch>;
     using gemv = StraddlingGemv<Arch, Format>;
-    constexpr int W = gemv::W, chunk_words = gemv::layout::chunk_words;
-    const Index groups = q.groups_per_row(), whole_chunks = rows.whole_chunks(), chunks = rows.chunks();
-    auto pass = [&]<int Cols>(std::integral_constant<int, Cols>, Index n, Index c0, Index c1) LOWBIT_ALWAYS_INLINE {
+    constexpr int W = gemv::W;
+    const Index groups = q.groups_per_row(), chunks = rows.chunks();
+    // batch_cols columns n .. n + batch_cols - 1 over chunks [c0, c1), of which the first `valid` exist: a
+    // last odd column is walked as a pair with itself (its copy's results dropped), so the unrolled loop
+    // has one instance per Rows. Totals from `totals` (or zero at the first chunk) and back, or the outputs
+    // at the last chunk.
+    constexpr int Cols = gemv::batch_cols;
+    auto pass = [&](Index n, int valid, Index c0, Index c1) LOWBIT_ALWAYS_INLINE {
         std::array<fbatch, Rows * Cols> total;
         std::array<const float*, Cols> scales;
         std::array<const std::uint32_t*, Cols> ahead;
+        std::array<Index, Cols> column;
         const Index ahead_rows = n + (n_end - n_begin) + Cols - 1 < prefetch_end ? n_end - n_begin : 0;
         static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
             constexpr int col = decltype(j)::value;
-            scales[j] = rows.scales(n + col, col);
-            ahead[j] = ahead_rows > 0 ? &q.codes(n + col + ahead_rows, 0) : nullptr;
-            const float* waiting = totals + (n + col - n_begin) * Rows * W;
+            column[j] = col < valid ? n + col : n;
+            scales[j] = rows.scales(column[j], col);
+            ahead[j] = ahead_rows > 0 && col < valid ? &q.codes(column[j] + ahead_rows, 0) : nullptr;
+            const float* waiting = totals + (column[j] - n_begin) * Rows * W;
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 total[decltype(r)::value * Cols + col] =
                     c0 == 0 ? fbatch(0.0f) : fbatch::load_aligned(waiting + decltype(r)::value * W);
             });
         });
-        for (Index c = c0; c < std::min(c1, whole_chunks); ++c) {
+        for (Index c = c0; c < c1; ++c) {
             std::array<const std::uint32_t*, Cols> words;
-            static_for<Cols>([&](auto j) { words[j] = &q.codes(n + decltype(j)::value, c * chunk_words); });
-            accumulate_straddling_chunk<Arch, Format, Rows, Cols, false>(words, scales, ahead, c, x_lanes, lanes_stride,
-                                                                         nullptr, total);
-        }
-        if (c1 > whole_chunks) {  // the row's partial last chunk
-            std::array<const std::uint32_t*, Cols> words;
-            static_for<Cols>([&](auto j) { words[j] = rows.tail_words(n + decltype(j)::value, decltype(j)::value); });
-            accumulate_straddling_chunk<Arch, Format, Rows, Cols, true>(words, scales, ahead, whole_chunks, x_lanes,
-                                                                        lanes_stride, rows.tail_lanes(), total);
+            static_for<Cols>([&](auto j) { words[j] = rows.chunk_words_of(column[j], c, decltype(j)::value); });
+            accumulate_straddling_chunk<Arch, Format, Rows, Cols>(words, scales, ahead, c, x_lanes, lanes_stride,
+                                                                  rows.row_lanes(c), total);
         }
         static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
             constexpr int col = decltype(j)::value;
+            if (col >= valid) return;
             static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
                 constexpr int row = decltype(r)::value;
                 if (c1 < chunks)
@@ -402,13 +403,11 @@ void qgemv_f32_straddling_batch_rows(
             });
         });
     };
-    constexpr int Cols = gemv::batch_cols;
     Index c0 = 0;
     do {
         const Index c1 = std::min(chunks, c0 + gemv::slice_chunks);
-        Index n = n_begin;
-        for (; n + Cols <= n_end; n += Cols) pass(std::integral_constant<int, Cols>{}, n, c0, c1);
-        for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n, c0, c1);
+        for (Index n = n_begin; n < n_end; n += Cols)
+            pass(n, static_cast<int>(std::min<Index>(Cols, n_end - n)), c0, c1);
         c0 = c1;
     } while (c0 < chunks);
 }
