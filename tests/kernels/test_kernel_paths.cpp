@@ -7,7 +7,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include <lowbit/detail/mlx_affine/f32_gemv_straddling.hpp>
+#include <lowbit/detail/dispatch/mlx_affine.hpp>
 #include <lowbit/lowbit.hpp>
 
 namespace {
@@ -65,11 +65,10 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
     check_ran(KernelOp::quantize_group, "quantize_group");
 
     // Codes that straddle words (3-bit) have their own GEMV at M = 1 and batch GEMV up to
-    // StraddlingGemv::batch_max_m rows, then the GEMM kernel, all SIMD (the reference records M > 1 as a
+    // the dispatch table's batch_max_m rows, then the GEMM kernel, all SIMD (the reference records M > 1 as a
     // GEMM, so this holds for SIMD builds only).
     if constexpr (lowbit::detail::simd::enabled) {
-        using straddling =
-            lowbit::detail::kernels::StraddlingGemv<lowbit::detail::dispatch_arch, lowbit::MlxAffine<64, 3>>;
+        using straddling = lowbit::detail::MlxAffineF32Kernels<64, 3, lowbit::detail::dispatch_arch>;
         lowbit::detail::reset_recorded_paths();
         const auto q3 = lowbit::quantize<64, 3>(w);
         (void)lowbit::quantized_matmul(lowbit::RowMatrixXf::Random(1, 128), q3);
