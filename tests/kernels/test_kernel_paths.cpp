@@ -64,9 +64,9 @@ TEST_CASE("every kernel operation ran its SIMD kernel (or, in a scalar build, it
         check_ran(KernelOp::matmul_f32_batch, "matmul_f32_batch (M = 7, 4-bit)");
     check_ran(KernelOp::quantize_group, "quantize_group");
 
-    // Codes that straddle words (3-bit) have their own GEMV at M = 1 and batch GEMV up to
-    // the dispatch table's batch_max_m rows, then the GEMM kernel, all SIMD (the reference records M > 1 as a
-    // GEMM, so this holds for SIMD builds only).
+    // Codes that straddle words (3-bit) have their own GEMV at M = 1 and batch GEMV up to the dispatch
+    // table's batch_max_m rows, then the GEMM kernel, all SIMD (the reference records M > 1 as a GEMM, so
+    // this holds for SIMD builds only).
     if constexpr (lowbit::detail::simd::enabled) {
         using straddling = lowbit::detail::MlxAffineF32Kernels<64, 3, lowbit::detail::dispatch_arch>;
         lowbit::detail::reset_recorded_paths();

@@ -6,6 +6,7 @@
 // across the panels, K over group and chunk tails, per tensor and per group, I2 and TQ1, 1 and 2 threads.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <lowbit/detail/ternary/int8_gemm.hpp>
 #include <lowbit/ternary_linear.hpp>
@@ -129,6 +131,65 @@ TEST_CASE("Ternary activations: the token quantizer equals quantize_activations_
             CHECK(reference_sum == expected_sum);
             CHECK(sum == expected_sum);
         }
+    }
+}
+
+TEST_CASE(
+    "Ternary activations: row counts around the thread ranges give the 1-thread codes, and the first "
+    "non-finite row is named at every thread count",
+    "[ternary][kernels][threads]") {
+    // prepare_activations splits rows into ranges of activation_rows_per_range(K) (64 at K = 1024):
+    // M just under, at and over one range and over two, at 1 to 4 threads, per tensor and per group.
+    auto rng = lowbit::test::make_rng(1507);
+    const Index K = 1024;
+    const auto grain = static_cast<Index>(ternary::activation_rows_per_range(K));
+    REQUIRE(grain == 64);
+    for (const Index M : {grain - 1, grain, grain + 1, 2 * grain + 1, 3 * grain + 5})
+        for (const bool per_group : {false, true}) {
+            lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, M, K);
+            x.row(M / 2).setZero();
+            const lowbit::Int8Activations expected = lowbit::quantize_activations_int8(x);
+            for (const int threads : {1, 2, 3, 4}) {
+                const lowbit::test::ThreadCountGuard guard(threads);
+                INFO("M " << M << ", per_group " << per_group << ", threads " << threads);
+                const auto act = ternary::prepare_activations(x.data(), K, M, K, TernaryFormat::i2, per_group, "test");
+                REQUIRE(act.rows == M);
+                bool codes_equal = true, scales_equal = true, sums_equal = true;
+                for (Index m = 0; m < M; ++m) {
+                    std::int32_t sum = 0;
+                    for (Index k = 0; k < K; ++k) {
+                        codes_equal = codes_equal && act.row(m)[k] == expected.codes(m, k);
+                        sum += expected.codes(m, k);
+                    }
+                    for (Index k = K; k < act.padded; ++k) codes_equal = codes_equal && act.row(m)[k] == 0;
+                    scales_equal = scales_equal &&
+                                   lowbit::test::same_bits(act.scales[static_cast<std::size_t>(m)], expected.scales(m));
+                    sums_equal = sums_equal && act.sums[static_cast<std::size_t>(m)] == sum;
+                    for (Index g = 0; g < act.groups; ++g) {
+                        std::int32_t group_sum = 0;
+                        for (Index k = g * 64; k < (g + 1) * 64; ++k) group_sum += expected.codes(m, k);
+                        sums_equal =
+                            sums_equal && act.group_sums[static_cast<std::size_t>(m * act.groups + g)] == group_sum;
+                    }
+                }
+                CHECK(codes_equal);
+                CHECK(scales_equal);
+                CHECK(sums_equal);
+                CHECK(act.groups == (per_group ? K / 64 : 0));
+            }
+        }
+
+    // A NaN in the second range and an infinity in the first: the infinity's row is named, whichever
+    // range finishes first.
+    const Index M = 3 * grain + 5;
+    lowbit::RowMatrixXf x = lowbit::test::random_weights(rng, M, K);
+    x(grain + 3, 7) = std::numeric_limits<float>::quiet_NaN();
+    x(grain - 2, K - 1) = -std::numeric_limits<float>::infinity();
+    for (const int threads : {1, 2, 3, 4}) {
+        const lowbit::test::ThreadCountGuard guard(threads);
+        INFO("threads " << threads);
+        CHECK_THROWS_WITH(ternary::prepare_activations(x.data(), K, M, K, TernaryFormat::tq1, false, "fn"),
+                          "fn: x(62, 1023) = -inf is not finite");
     }
 }
 

@@ -134,11 +134,15 @@ std::int32_t quantize_token(const float* x, Eigen::Index K, std::int8_t* codes, 
         return quantize_token_simd<Arch>(x, K, codes, scale);
 }
 
+/// Rows of K values per thread range of prepare_activations: about 64K values, so that a batch as small
+/// as 32 x 4096 is shared between two threads.
+constexpr std::size_t activation_rows_per_range(Eigen::Index K) noexcept {
+    return static_cast<std::size_t>(std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / std::max<Eigen::Index>(K, 1)));
+}
+
 /// Quantizes x (row-major [M, K], row stride x_stride) per token exactly as quantize_activations_int8
-/// (N8). Throws std::invalid_argument naming `function` and the value for a NaN or infinite element (the
-/// first in row order, whatever the thread count). Threads over rows (about 64K values per range): on
-/// one thread they took about 4 % of a 32 x 4096 x 4096 product, time a second thread did not share
-/// (benchmarks/README.md).
+/// (N8), threaded over rows. Throws std::invalid_argument naming `function` and the value for a NaN or
+/// infinite element (the first in row order, whatever the thread count).
 inline TernaryActivations prepare_activations(const float* x, Eigen::Index x_stride, Eigen::Index M, Eigen::Index K,
                                               TernaryFormat format, bool per_group, const char* function) {
     TernaryActivations act;
@@ -152,9 +156,7 @@ inline TernaryActivations prepare_activations(const float* x, Eigen::Index x_str
     // Rows holding a NaN or an infinity are marked, not quantized; the first of them in row order is
     // reported after the threads, so the message does not depend on the thread count.
     std::vector<char> not_finite(static_cast<std::size_t>(M), 0);
-    const auto grain =
-        static_cast<std::size_t>(std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / std::max<Eigen::Index>(K, 1)));
-    parallel_for(static_cast<std::size_t>(M), grain, [&](std::size_t begin, std::size_t end) {
+    parallel_for(static_cast<std::size_t>(M), activation_rows_per_range(K), [&](std::size_t begin, std::size_t end) {
         for (auto m = static_cast<Eigen::Index>(begin); m < static_cast<Eigen::Index>(end); ++m) {
             const float* row = x + m * x_stride;
             if (!all_finite(row, K)) {
