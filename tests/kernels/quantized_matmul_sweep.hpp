@@ -137,9 +137,9 @@ void sweep() {
     // Large K (deep accumulation), more than one column tile with a tail, two row tiles.
     for (Index M : {Index{1}, Index{2}, Index{Ukernel::MR + 1}, Index{2 * Ukernel::MR + 1}})
         check_all_paths<Format>(rng, M, 37, 4096, 7, 1);
-    // The batch GEMV's blocks of 8 rows (AVX-512: 3..8 rows walk the row in slices of 8 chunks),
-    // with a partial last slice (K = 2688: 21, 10 or 42 chunks for 4, 2 or 8 bits; codes that straddle
-    // words: slices of 1 to 3 chunks, 5.25 to 10.5 chunks with a partial last one), and over more than
+    // The batch GEMV's blocks of 8 rows (AVX-512: 3..8 rows walk the row in slices of 32 KiB of x: 8, 4
+    // or 16 chunks for 4, 2 or 8 bits), with a partial last slice (K = 2688: 21, 10 or 42 chunks; codes
+    // that straddle words: slices of 1 to 3 chunks, 5.25 to 10.5 chunks with a partial last one), and over more than
     // two of the driver's column tiles (128 KiB of codes each: 97 columns of 4-bit K = 2688), where the
     // next tile's codes are prefetched.
     for (Index M : {Index{3}, Index{6}, Index{8}, Index{13}}) check_all_paths<Format>(rng, M, 19, 2688, 3, 2);

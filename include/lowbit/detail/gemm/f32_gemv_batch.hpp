@@ -53,10 +53,11 @@ struct QgemvF32Batch {
     /// one a load per fma bounded the kernel (benchmarks/README.md). 2 * 8 * 2 accumulators and totals
     /// exceed the register file; the totals spill, touched once a chunk.
     static constexpr int deep_cols = 2;
-    /// Chunks (W words) per pass of the deep kernel: deep_rows permuted x rows of 8 chunks stay in L1
-    /// (32 KiB for 4-bit codes on AVX-512): faster than two passes of 4 rows over the whole rows
-    /// (benchmarks/README.md).
-    static constexpr Eigen::Index deep_chunks = 8;
+    /// Chunks (W words) per pass of the deep kernel for Bits-bit codes: deep_rows permuted x rows of the
+    /// pass (32 KiB: 8 chunks of 4-bit codes on AVX-512, 4 of 2-bit, 16 of 8-bit) stay in L1 (measured:
+    /// benchmarks/README.md).
+    template <int Bits>
+    static constexpr Eigen::Index deep_chunks = std::max(1, 32768 / (std::max(deep_rows, 1) * W * (32 / Bits) * 4));
     /// The largest M it is chosen for: above it the panel GEMM, which unpacks each code once for up to
     /// MC rows, is faster. The crossover depends on the core, between M = 16 and 32 on the hosts
     /// measured (benchmarks/README.md); 16 is the lower end.
@@ -216,7 +217,7 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_la
     constexpr int Cols = QgemvF32Batch<Arch>::deep_cols;
     Index c0 = 0;
     do {
-        const Index c1 = std::min(chunks, c0 + QgemvF32Batch<Arch>::deep_chunks);
+        const Index c1 = std::min(chunks, c0 + QgemvF32Batch<Arch>::template deep_chunks<Format::bits>);
         Index n = n_begin;
         for (; n + Cols <= n_end; n += Cols) pass(std::integral_constant<int, Cols>{}, n, c0, c1);
         for (; n < n_end; ++n) pass(std::integral_constant<int, 1>{}, n, c0, c1);
