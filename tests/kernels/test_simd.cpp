@@ -15,6 +15,7 @@
 
 #include <lowbit/detail/simd.hpp>
 
+#include "support/compare.hpp"
 #include "support/random.hpp"
 
 namespace simd = lowbit::detail::simd;
@@ -71,6 +72,26 @@ TEST_CASE("simd::reduce_min_each and reduce_max_each put row r's extreme in lane
             const auto row = values.begin() + static_cast<std::ptrdiff_t>(r * lanes);
             CHECK(smallest[r] == *std::min_element(row, row + lanes));
             CHECK(largest[r] == *std::max_element(row, row + lanes));
+        }
+    }
+}
+
+TEST_CASE("simd::reduce_add_each puts reduce_add of row r in lane r, bit for bit", "[simd]") {
+    // Values over many binades, so that any other order of the additions rounds differently somewhere.
+    using batch = simd::batch<float>;
+    constexpr std::size_t lanes = batch::size;
+    auto rng = lowbit::test::make_rng(4);
+    std::uniform_int_distribution<int> exponent(-20, 20);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> values = lowbit::test::uniform_floats(rng, lanes * lanes, -1.0f, 1.0f);
+        for (float& value : values) value = std::ldexp(value, exponent(rng));
+        std::array<batch, lanes> rows;
+        for (std::size_t r = 0; r < lanes; ++r) rows[r] = batch::load_unaligned(values.data() + r * lanes);
+        std::array<float, 64> sums{};
+        simd::reduce_add_each(rows.data()).store_unaligned(sums.data());
+        for (std::size_t r = 0; r < lanes; ++r) {
+            INFO("trial " << trial << ", row " << r);
+            CHECK(lowbit::test::same_bits(sums[r], simd::reduce_add(rows[r])));
         }
     }
 }

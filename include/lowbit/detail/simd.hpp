@@ -84,6 +84,13 @@ inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>
     return arch_ops::reduce_min_each(rows, Arch{});
 }
 
+/// Lane r of the result: reduce_add of rows[r], bit for bit (the same folds by halves; as
+/// reduce_min_each).
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_add_each(const xsimd::batch<float, Arch>* rows) noexcept {
+    return arch_ops::reduce_add_each(rows, Arch{});
+}
+
 /// Lane r of the result: reduce_max of rows[r] (as reduce_min_each).
 template <class Arch>
 inline xsimd::batch<float, Arch> reduce_max_each(const xsimd::batch<float, Arch>* rows) noexcept {

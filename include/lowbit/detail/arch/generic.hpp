@@ -180,7 +180,13 @@ inline xsimd::batch<float, Arch> reduce_each_row(const xsimd::batch<float, Arch>
     return xsimd::batch<float, Arch>::load_aligned(each);
 }
 
-/// Lane r: the smallest / largest lane of rows[r].
+/// Lane r: the sum / smallest / largest lane of rows[r].
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_add_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::generic&) noexcept {
+    return reduce_each_row(rows, [](const xsimd::batch<float, Arch>& row) { return reduce_add(row, Arch{}); });
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows,
                                                  const xsimd::generic&) noexcept {

@@ -242,6 +242,14 @@ LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> fold_each_row(const xsimd:
     return r[0];
 }
 
+/// The sums fold lanes c and c + 8, then c + 4, c + 2, c + 1, as reduce_add (fold_sixteen) does: the same bits.
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_add_each(const xsimd::batch<float, Arch>* rows,
+                                                 const xsimd::avx512f&) noexcept {
+    return fold_each_row(
+        rows, [](__m512 a, __m512 b) { return _mm512_mask_add_ps(a, static_cast<__mmask16>(0xFFFF), a, b); });
+}
+
 template <class Arch>
 inline xsimd::batch<float, Arch> reduce_min_each(const xsimd::batch<float, Arch>* rows,
                                                  const xsimd::avx512f&) noexcept {

@@ -178,13 +178,16 @@ GemvTail<Arch> gemv_tail(const QuantizedView<Format>& q, Index n, Index tail_wor
             xsimd::batch<float, Arch>::load_aligned(lane_scales.data())};
 }
 
-/// The end of one output of a GEMV row dot product: the reduced vector sum of s * sum(x q), plus the
-/// row's tail chunk when it has one (`tail`, with the permuted x of that chunk at tail_lanes: the last
-/// chunk of permute_x_for_gemv), plus, in a format with biases, sum_g b[n, g] * x_sum[g] (vectorised: a
-/// serial scalar loop is a dependency chain as long as the row has groups, which holds up the next row).
+/// The end of one output of a GEMV row dot product, before its horizontal sum: the vector sum of s *
+/// sum(x q), plus the row's tail chunk when it has one (`tail`, with the permuted x of that chunk at
+/// tail_lanes: the last chunk of permute_x_for_gemv), plus, in a format with biases, the bias term
+/// sum_g b[n, g] * x_sum[g] over its whole vectors of groups (vectorised: a serial scalar loop is a
+/// dependency chain as long as the row has groups, which holds up the next row).
 template <class Arch, class Format>
-LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedView<Format>& q, Index n,
-                                             const float* x_sum, const GemvTail<Arch>* tail, const float* tail_lanes) {
+LOWBIT_ALWAYS_INLINE inline xsimd::batch<float, Arch> finish_row_lanes(xsimd::batch<float, Arch> total,
+                                                                       const QuantizedView<Format>& q, Index n,
+                                                                       const float* x_sum, const GemvTail<Arch>* tail,
+                                                                       const float* tail_lanes) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int codes_per_word = 32 / Format::bits;
     constexpr Index W = static_cast<Index>(fbatch::size);
@@ -197,19 +200,68 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, co
         });
         total = simd::fma(acc, tail->scales, total);
     }
-    float result;
     if constexpr (Format::has_biases) {
         const Index groups = q.cols() / Format::group_size;
         const float* bias_row = &q.biases(n, 0);
-        Index g = 0;
-        for (; g + W <= groups; g += W)
+        for (Index g = 0; g + W <= groups; g += W)
             total = simd::fma(fbatch::load_unaligned(bias_row + g), fbatch::load_unaligned(x_sum + g), total);
-        result = simd::reduce_add(total);
-        for (; g < groups; ++g) result += bias_row[g] * x_sum[g];
-    } else {
-        result = simd::reduce_add(total);
     }
-    return result;
+    return total;
+}
+
+/// The output from the horizontal sum of finish_row_lanes: plus the bias term's groups past its last
+/// whole vector.
+template <class Arch, class Format>
+LOWBIT_ALWAYS_INLINE inline float finish_row_rest(float sum, const QuantizedView<Format>& q, Index n,
+                                                  const float* x_sum) {
+    if constexpr (Format::has_biases) {
+        constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+        const Index groups = q.cols() / Format::group_size;
+        const float* bias_row = &q.biases(n, 0);
+        for (Index g = groups / W * W; g < groups; ++g) sum += bias_row[g] * x_sum[g];
+    }
+    return sum;
+}
+
+/// One output of a GEMV row dot product: finish_row_lanes, its horizontal sum, finish_row_rest.
+template <class Arch, class Format>
+LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, const QuantizedView<Format>& q, Index n,
+                                             const float* x_sum, const GemvTail<Arch>* tail, const float* tail_lanes) {
+    return finish_row_rest<Arch>(simd::reduce_add(finish_row_lanes<Arch>(total, q, n, x_sum, tail, tail_lanes)), q, n,
+                                 x_sum);
+}
+
+/// finish_row of a batch kernel's Rows x Cols outputs at once (Rows * Cols <= W), their horizontal sums
+/// in one simd::reduce_add_each (the same bits; on AVX-512 30 lane permutes and 15 adds where 16
+/// separate sums cost about four times the instructions). Output (r, j), for the first `valid` columns:
+///   out[r * out_stride + column[j]] = finish_row(total[r * Cols + j], q, column[j], x_sum + r * groups,
+///                                                tails[j], tail_lanes + r * lanes_stride)
+template <class Arch, class Format, int Rows, int Cols>
+LOWBIT_ALWAYS_INLINE inline void finish_rows(const std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
+                                             const QuantizedView<Format>& q, const std::array<Index, Cols>& column,
+                                             int valid, const float* x_sum, Index groups,
+                                             const std::array<const GemvTail<Arch>*, Cols>& tails,
+                                             const float* tail_lanes, Index lanes_stride, float* out,
+                                             Index out_stride) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = static_cast<int>(fbatch::size);
+    static_assert(Rows * Cols <= W, "finish_rows: one lane per output");
+    std::array<fbatch, W> lanes;
+    lanes.fill(fbatch(0.0f));
+    static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+        static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+            constexpr int i = decltype(r)::value * Cols + decltype(j)::value;
+            lanes[i] = finish_row_lanes<Arch>(total[i], q, column[j], x_sum + r * groups, tails[j],
+                                              tail_lanes == nullptr ? nullptr : tail_lanes + r * lanes_stride);
+        });
+    });
+    alignas(64) std::array<float, W> sums;
+    simd::reduce_add_each(lanes.data()).store_aligned(sums.data());
+    for (int j = 0; j < valid; ++j)
+        for (int r = 0; r < Rows; ++r)
+            out[r * out_stride + column[static_cast<std::size_t>(j)]] =
+                finish_row_rest<Arch>(sums[static_cast<std::size_t>(r * Cols + j)], q,
+                                      column[static_cast<std::size_t>(j)], x_sum + r * groups);
 }
 
 /// out[n] for n in [n_begin, n_end) (M = 1). x_lanes: permute_x_for_gemv of the row x

@@ -127,6 +127,29 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& 
     }
 }
 
+/// The outputs of columns n0 .. n0 + Cols - 1 and Rows x rows from their totals (finish_rows), with the
+/// tail chunk after the row's `chunks` whole ones where the row has one (tail_lanes: the permuted x of
+/// that chunk in the first row, lanes_stride floats apart).
+template <class Arch, class Format, int Rows, int Cols>
+LOWBIT_ALWAYS_INLINE inline void finish_columns(const std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
+                                                const QuantizedView<Format>& q, Index n0, bool has_tail, Index chunks,
+                                                const float* x_sum, Index groups, const float* tail_lanes,
+                                                Index lanes_stride, float* out, Index out_stride) {
+    constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
+    std::array<GemvTail<Arch>, Cols> tail{};
+    std::array<const GemvTail<Arch>*, Cols> tails{};
+    std::array<Index, Cols> column;
+    for (int j = 0; j < Cols; ++j) {
+        column[static_cast<std::size_t>(j)] = n0 + j;
+        if (has_tail) {
+            tail[static_cast<std::size_t>(j)] = gemv_tail<Arch>(q, n0 + j, chunks * W);
+            tails[static_cast<std::size_t>(j)] = &tail[static_cast<std::size_t>(j)];
+        }
+    }
+    finish_rows<Arch, Format, Rows, Cols>(total, q, column, Cols, x_sum, groups, tails, tail_lanes, lanes_stride, out,
+                                          out_stride);
+}
+
 /// out[r * out_stride + n] for r < Rows and n in [n_begin, n_end). x_lanes: Rows permuted rows
 /// (permute_x_for_gemv, Arch::alignment()-aligned) lanes_stride floats apart, each ending with the chunk
 /// of the words after the last whole one (finish_row); x_sum: group_sums of the Rows rows.
@@ -148,14 +171,8 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x_lanes, 
         std::array<fbatch, Rows * Cols> total;
         total.fill(fbatch(0.0f));
         accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks, total);
-        static_for<Cols>([&](auto j) {
-            const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n0 + j, chunks * W) : GemvTail<Arch>{};
-            static_for<Rows>([&](auto r) {
-                out[r * out_stride + n0 + j] = finish_row<Arch>(
-                    total[decltype(r)::value * Cols + decltype(j)::value], q, n0 + j, x_sum + r * groups,
-                    has_tail ? &tail : nullptr, x_lanes + r * lanes_stride + chunks * tail_offset);
-            });
-        });
+        finish_columns<Arch, Format, Rows, Cols>(total, q, n0, has_tail, chunks, x_sum, groups,
+                                                 x_lanes + chunks * tail_offset, lanes_stride, out, out_stride);
     };
     constexpr int Cols = QgemvF32Batch<Arch>::cols;
     Index n = n_begin;
@@ -196,23 +213,18 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_la
         });
         const Index ahead = n + (n_end - n_begin) + Cols - 1 < prefetch_end ? n_end - n_begin : 0;
         accumulate_chunks<Arch, Format, Rows, Cols>(q, n, x_lanes, lanes_stride, lane_scales, c0, c1, total, ahead);
-        static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
-            constexpr int col = decltype(j)::value;
-            if (c1 < chunks) {
-                float* waiting = totals + (n + col - n_begin) * Rows * W;
+        if (c1 < chunks) {
+            static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                float* waiting = totals + (n + decltype(j)::value - n_begin) * Rows * W;
                 static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                    total[decltype(r)::value * Cols + col].store_aligned(waiting + decltype(r)::value * W);
+                    total[decltype(r)::value * Cols + decltype(j)::value].store_aligned(waiting +
+                                                                                        decltype(r)::value * W);
                 });
-            } else {
-                const GemvTail<Arch> tail = has_tail ? gemv_tail<Arch>(q, n + col, chunks * W) : GemvTail<Arch>{};
-                static_for<Rows>([&](auto r) {
-                    constexpr int row = decltype(r)::value;
-                    out[row * out_stride + n + col] = finish_row<Arch>(
-                        total[row * Cols + col], q, n + col, x_sum + row * groups, has_tail ? &tail : nullptr,
-                        x_lanes + row * lanes_stride + chunks * tail_offset);
-                });
-            }
-        });
+            });
+        } else {
+            finish_columns<Arch, Format, Rows, Cols>(total, q, n, has_tail, chunks, x_sum, groups,
+                                                     x_lanes + chunks * tail_offset, lanes_stride, out, out_stride);
+        }
     };
     constexpr int Cols = QgemvF32Batch<Arch>::deep_cols;
     Index c0 = 0;

@@ -389,19 +389,19 @@ void qgemv_f32_straddling_batch_rows(
             accumulate_straddling_chunk<Arch, Format, Rows, Cols>(words, scales, ahead, c, x_lanes, lanes_stride,
                                                                   rows.row_lanes(c), total);
         }
-        static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
-            constexpr int col = decltype(j)::value;
-            if (col >= valid) return;
-            static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
-                constexpr int row = decltype(r)::value;
-                if (c1 < chunks)
+        if (c1 < chunks) {
+            static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {
+                constexpr int col = decltype(j)::value;
+                if (col >= valid) return;
+                static_for<Rows>([&](auto r) LOWBIT_ALWAYS_INLINE {
+                    constexpr int row = decltype(r)::value;
                     total[row * Cols + col].store_aligned(totals + (n + col - n_begin) * Rows * W + row * W);
-                else
-                    out[row * out_stride + n + col] =
-                        finish_row<Arch>(total[row * Cols + col], q, n + col, x_sum + row * groups,
-                                         static_cast<const GemvTail<Arch>*>(nullptr), nullptr);
+                });
             });
-        });
+        } else {
+            finish_rows<Arch, Format, Rows, Cols>(total, q, column, valid, x_sum, groups, {}, nullptr, 0, out,
+                                                  out_stride);
+        }
     };
     Index c0 = 0;
     do {
