@@ -236,16 +236,18 @@ LOWBIT_ALWAYS_INLINE inline float finish_row(xsimd::batch<float, Arch> total, co
 /// separate sums cost about four times the instructions). Output (r, j), for the first `valid` columns:
 ///   out[r * out_stride + column[j]] = finish_row(total[r * Cols + j], q, column[j], x_sum + r * groups,
 ///                                                tails[j], tail_lanes + r * lanes_stride)
+/// x_sum: the group sums of the Rows x rows, groups = q.cols() / group_size apart.
 template <class Arch, class Format, int Rows, int Cols>
 LOWBIT_ALWAYS_INLINE inline void finish_rows(const std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
                                              const QuantizedView<Format>& q, const std::array<Index, Cols>& column,
-                                             int valid, const float* x_sum, Index groups,
+                                             int valid, const float* x_sum,
                                              const std::array<const GemvTail<Arch>*, Cols>& tails,
                                              const float* tail_lanes, Index lanes_stride, float* out,
                                              Index out_stride) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
     static_assert(Rows * Cols <= W, "finish_rows: one lane per output");
+    const Index groups = q.cols() / Format::group_size;
     std::array<fbatch, W> lanes;
     lanes.fill(fbatch(0.0f));
     static_for<Cols>([&](auto j) LOWBIT_ALWAYS_INLINE {

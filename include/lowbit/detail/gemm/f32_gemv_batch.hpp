@@ -133,8 +133,8 @@ LOWBIT_ALWAYS_INLINE inline void accumulate_chunks(const QuantizedView<Format>& 
 template <class Arch, class Format, int Rows, int Cols>
 LOWBIT_ALWAYS_INLINE inline void finish_columns(const std::array<xsimd::batch<float, Arch>, Rows * Cols>& total,
                                                 const QuantizedView<Format>& q, Index n0, bool has_tail, Index chunks,
-                                                const float* x_sum, Index groups, const float* tail_lanes,
-                                                Index lanes_stride, float* out, Index out_stride) {
+                                                const float* x_sum, const float* tail_lanes, Index lanes_stride,
+                                                float* out, Index out_stride) {
     constexpr Index W = static_cast<Index>(xsimd::batch<float, Arch>::size);
     std::array<GemvTail<Arch>, Cols> tail{};
     std::array<const GemvTail<Arch>*, Cols> tails{};
@@ -146,7 +146,7 @@ LOWBIT_ALWAYS_INLINE inline void finish_columns(const std::array<xsimd::batch<fl
             tails[static_cast<std::size_t>(j)] = &tail[static_cast<std::size_t>(j)];
         }
     }
-    finish_rows<Arch, Format, Rows, Cols>(total, q, column, Cols, x_sum, groups, tails, tail_lanes, lanes_stride, out,
+    finish_rows<Arch, Format, Rows, Cols>(total, q, column, Cols, x_sum, tails, tail_lanes, lanes_stride, out,
                                           out_stride);
 }
 
@@ -160,7 +160,6 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x_lanes, 
                   "qgemv_f32_batch_rows handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    const Index groups = q.cols() / Format::group_size;
     const Index chunks = (q.cols() * Format::bits / 32) / W;
     constexpr Index tail_offset = Index{32 / Format::bits} * W;  // floats of permuted x per chunk
     const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
@@ -171,8 +170,8 @@ void qgemv_f32_batch_rows(const QuantizedView<Format>& q, const float* x_lanes, 
         std::array<fbatch, Rows * Cols> total;
         total.fill(fbatch(0.0f));
         accumulate_chunks<Arch, Format, Rows, Cols>(q, n0, x_lanes, lanes_stride, lane_scales, 0, chunks, total);
-        finish_columns<Arch, Format, Rows, Cols>(total, q, n0, has_tail, chunks, x_sum, groups,
-                                                 x_lanes + chunks * tail_offset, lanes_stride, out, out_stride);
+        finish_columns<Arch, Format, Rows, Cols>(total, q, n0, has_tail, chunks, x_sum, x_lanes + chunks * tail_offset,
+                                                 lanes_stride, out, out_stride);
     };
     constexpr int Cols = QgemvF32Batch<Arch>::cols;
     Index n = n_begin;
@@ -195,7 +194,6 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_la
                   "qgemv_f32_batch_rows_deep handles Bits in {2, 4, 8}; other widths go through qgemm");
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = static_cast<int>(fbatch::size);
-    const Index groups = q.cols() / Format::group_size;
     const Index chunks = (q.cols() * Format::bits / 32) / W;
     constexpr Index tail_offset = Index{32 / Format::bits} * W;  // floats of permuted x per chunk
     const bool has_tail = gemv_has_tail<Arch, Format>(q.cols());
@@ -222,7 +220,7 @@ void qgemv_f32_batch_rows_deep(const QuantizedView<Format>& q, const float* x_la
                 });
             });
         } else {
-            finish_columns<Arch, Format, Rows, Cols>(total, q, n, has_tail, chunks, x_sum, groups,
+            finish_columns<Arch, Format, Rows, Cols>(total, q, n, has_tail, chunks, x_sum,
                                                      x_lanes + chunks * tail_offset, lanes_stride, out, out_stride);
         }
     };

@@ -360,7 +360,7 @@ void qgemv_f32_straddling_batch_rows(
     using fbatch = xsimd::batch<float, Arch>;
     using gemv = StraddlingGemv<Arch, Format>;
     constexpr int W = gemv::W;
-    const Index groups = q.groups_per_row(), chunks = rows.chunks();
+    const Index chunks = rows.chunks();
     // batch_cols columns n .. n + batch_cols - 1 over chunks [c0, c1), of which the first `valid` exist: a
     // last odd column is walked as a pair with itself (its copy's results dropped), so the unrolled loop
     // has one instance per Rows. Totals from `totals` (or zero at the first chunk) and back, or the outputs
@@ -399,8 +399,7 @@ void qgemv_f32_straddling_batch_rows(
                 });
             });
         } else {
-            finish_rows<Arch, Format, Rows, Cols>(total, q, column, valid, x_sum, groups, {}, nullptr, 0, out,
-                                                  out_stride);
+            finish_rows<Arch, Format, Rows, Cols>(total, q, column, valid, x_sum, {}, nullptr, 0, out, out_stride);
         }
     };
     Index c0 = 0;
